@@ -1,0 +1,122 @@
+"""Atomic, deterministic file output and strict JSONL input.
+
+Every artefact is written to a hidden temporary sibling and renamed into place, so a
+killed job leaves either the complete file or nothing that looks like it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+
+class InputError(ValueError):
+    """Bad input: the message names the file, the place and the fix."""
+
+
+def canonical_json(obj: Any) -> str:
+    """One JSON text per object: sorted keys, no spaces, ASCII; byte-stable across runs."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def pretty_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
+
+
+def _tmp_sibling(path: Path, *, directory: bool) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    prefix = f".tmp-{path.name}-"
+    if directory:
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=path.parent))
+    fd, name = tempfile.mkstemp(prefix=prefix, dir=path.parent)
+    os.close(fd)
+    return Path(name)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary file path; on success it replaces ``path`` in one rename."""
+    final = Path(path)
+    tmp = _tmp_sibling(final, directory=False)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary directory; on success it replaces ``path`` (a directory) whole."""
+    final = Path(path)
+    tmp = _tmp_sibling(final, directory=True)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o755)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    write_text(path, pretty_json(obj))
+
+
+def write_jsonl(path: str | os.PathLike[str], records: Iterable[dict[str, Any]]) -> int:
+    lines = [canonical_json(r) + "\n" for r in records]
+    write_text(path, "".join(lines))
+    return len(lines)
+
+
+def write_gzip_text(path: str | os.PathLike[str], text: str) -> None:
+    """Gzip with mtime 0 and no file name, so equal text gives equal bytes."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
+            gz.write(text.encode("utf-8"))
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    p = Path(path)
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{p}: file not found") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{p}: line {err.lineno}: invalid JSON ({err.msg})") from None
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Read JSON Lines, failing with file and line number on the first bad line."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: file not found")
+    records: list[dict[str, Any]] = []
+    with p.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                raise InputError(f"{p}: line {lineno}: empty line; remove it")
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InputError(f"{p}: line {lineno}: invalid JSON ({err.msg}); fix or remove the line") from None
+            if not isinstance(obj, dict):
+                raise InputError(f"{p}: line {lineno}: expected a JSON object, got {type(obj).__name__}")
+            records.append(obj)
+    return records
