@@ -25,6 +25,8 @@ PROJECTIONS: dict[str, dict[str, str]] = {
     "llada": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "attn_out"},
     "llama": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj"},
 }
+# The study's LoRA target sets, as projection kinds.
+TARGET_SETS: dict[str, str] = {"full": "qkvo", "vo": "vo", "qk": "qk"}
 # Leaf names that mean Q, K and V share one matrix: LoRA on "Q only" is then impossible.
 FUSED_QKV_NAMES = ("qkv", "qkv_proj", "Wqkv", "c_attn", "query_key_value", "att_proj", "in_proj")
 # Attribute names of the encoder body and the vocabulary head, for families where we can
@@ -99,9 +101,11 @@ class Backbone:
     def projections(self) -> dict[str, str]:
         return PROJECTIONS[self.family]
 
-    def projection_modules(self, kinds: str) -> list[str]:
-        """Full module names of the projections in ``kinds`` (e.g. "vo"), in model order."""
-        suffixes = [self.projections[k] for k in kinds]
+    def projection_modules(self, targets: str) -> list[str]:
+        """Full module names of a target set's projections (full, vo, qk), in model order."""
+        if targets not in TARGET_SETS:
+            raise ValueError(f"unknown LoRA target set {targets!r}; known: {', '.join(TARGET_SETS)}")
+        suffixes = [self.projections[k] for k in TARGET_SETS[targets]]
         return [name for name, mod in self.model.named_modules()
                 if isinstance(mod, nn.Linear) and any(name == s or name.endswith("." + s) for s in suffixes)]
 
@@ -139,9 +143,12 @@ def _mask_token_id(model: nn.Module, tokenizer: object, path: Path) -> int:
     return int(mask_id)
 
 
-def load_backbone(path: str | Path, *, trust_remote_code: bool = False,
-                  runtime: Runtime | None = None) -> Backbone:
-    """Load a masked LM from a local directory; nothing is downloaded."""
+def load_backbone(path: str | Path, *, trust_remote_code: bool = False, runtime: Runtime | None = None,
+                  attn_implementation: str | None = None) -> Backbone:
+    """Load a masked LM from a local directory; nothing is downloaded.
+
+    ``attn_implementation="eager"`` makes attention probabilities observable (the probes).
+    """
     from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
     path = Path(path)
@@ -149,11 +156,12 @@ def load_backbone(path: str | Path, *, trust_remote_code: bool = False,
         raise BackboneError(f"{path}: no config.json; base.path in config.yaml must name a Hugging Face "
                             "checkpoint directory")
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
+    extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
     if trust_remote_code:
-        model = AutoModel.from_pretrained(path, local_files_only=True, trust_remote_code=True)
+        model = AutoModel.from_pretrained(path, local_files_only=True, trust_remote_code=True, **extra)
     else:
         try:
-            model = AutoModelForMaskedLM.from_pretrained(path, local_files_only=True)
+            model = AutoModelForMaskedLM.from_pretrained(path, local_files_only=True, **extra)
         except ValueError as err:
             raise BackboneError(f"{path}: not a masked-LM architecture that transformers knows ({err}); "
                                 "for a LLaDA-style checkpoint set base.trust_remote_code: true") from None

@@ -24,12 +24,21 @@ def _key_path(error) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "(top level)"
 
 
-def _describe(error) -> str:
+def _allowed_keys(schema: dict, root: dict) -> list[str]:
+    keys = set(schema.get("properties", {}))
+    for part in schema.get("allOf", []):
+        ref = part.get("$ref", "")
+        target = root["$defs"][ref.rsplit("/", 1)[-1]] if ref.startswith("#/$defs/") else part
+        keys |= set(target.get("properties", {}))
+    return sorted(keys)
+
+
+def _describe(error, root: dict) -> str:
     validator, value = error.validator, error.validator_value
     if validator == "enum":
         return f"{error.instance!r} is not allowed; allowed values: {', '.join(map(repr, value))}"
     if validator in ("additionalProperties", "unevaluatedProperties"):
-        allowed = sorted(error.schema.get("properties", {}))
+        allowed = _allowed_keys(error.schema, root)
         return f"{error.message}; allowed keys here: {', '.join(allowed) or '(none)'}"
     if validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         bounds = {k: error.schema[k] for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
@@ -45,7 +54,7 @@ def validate(config: dict[str, Any], source: str = "config.yaml") -> None:
     schema = yaml.safe_load(SCHEMA.read_text())
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-    problems = [f"{source}: {_key_path(e)}: {_describe(e)}" for e in errors]
+    problems = [f"{source}: {_key_path(e)}: {_describe(e, schema)}" for e in errors]
     problems += _cross_checks(config, source) if not problems else []
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))

@@ -89,3 +89,21 @@ def check_all(config: dict) -> dict[str, int]:
         counts[f"corpus:{domain}"] = len(load_corpus(corpus_path(config, domain)))
         counts[f"queries:{domain}"] = len(load_queries(queries_path(config, domain)))
     return counts
+
+
+def gather_generations(paths: list[str], out: str) -> int:
+    """Concatenate per-arm generation files after checking every record against its schema."""
+    records = []
+    for path in paths:
+        records += load_generations(path)
+    return io.write_jsonl(out, records)
+
+
+def load_generations(path: str | Path) -> list[dict[str, Any]]:
+    records = io.read_jsonl(path)
+    for lineno, rec in enumerate(records, start=1):
+        errors = list(_validator("generation").iter_errors(rec))
+        if errors:
+            raise io.InputError(f"{path}: line {lineno}: {_field_problem(errors[0])}; regenerate it "
+                                f"(delete the file and rerun snakemake)")
+    return records

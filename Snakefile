@@ -1,0 +1,25 @@
+# anchormask: anchor-token masking study for masked-diffusion LMs.
+# DAG: verify base -> LoRA training jobs -> locked-anchor generations -> Parquet -> bootstrap
+# statistics -> figures, tables and probes. See README.md.
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/base.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/generate.smk"
+include: "workflow/rules/analyze.smk"
+include: "workflow/rules/figures.smk"
+include: "workflow/rules/probes.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        default_targets(),

@@ -1,0 +1,208 @@
+"""Batched locked-anchor sampling for masked-diffusion LMs (LLaDA-style reverse process).
+
+Each query's sequence is ``prompt | answer slot (G) | k extra masks``. The first |tok(s)|
+slot positions hold the locked anchor; every other slot position starts as [MASK]. At each
+of K denoising steps the model predicts every still-masked slot position, and the most
+confident predictions are committed (``low_confidence`` remasking: the rest stay masked), as
+many per step as LLaDA's schedule gives (the masked count split evenly over the steps, the
+remainder to the first steps). Locked positions are never in the masked set, so the anchor
+is preserved by construction, identically for every arm. The k extra masks (the mask-count
+probe) stay masked throughout: they change the context, not the length of the answer.
+
+``decoding: threshold`` (Fast-dLLM style) instead commits every prediction whose
+probability reaches the threshold, at least the single most confident one per step, until
+no masked position is left; it usually needs fewer forward passes.
+
+Randomness (temperature > 0: Gumbel noise; ``random`` remasking) comes from one generator
+per query seeded from (seed, query id), so a query's output does not depend on which other
+queries share its batch. Logits are computed only at masked slot positions, and special
+tokens other than [SEP] (which ends an answer) are never proposed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from anchormask.backbone import Backbone, Runtime
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    answer_len: int = 48
+    steps: int = 16
+    temperature: float = 0.0
+    remasking: str = "low_confidence"
+    decoding: str = "fixed"
+    threshold: float = 0.9
+    long_anchor: str = "truncate"
+    extra_masks: int = 0
+    batch_size: int = 64
+    seed: int = 1234
+
+    @classmethod
+    def from_config(cls, spec: dict[str, Any]) -> "SamplerSettings":
+        return cls(**{k: spec[k] for k in cls.__dataclass_fields__ if k in spec})
+
+    def record(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("answer_len", "steps", "temperature", "remasking", "decoding",
+                                             "threshold", "extra_masks")}
+
+
+@dataclass(frozen=True)
+class Request:
+    query_id: str
+    prompt_ids: list[int]
+    anchor_ids: list[int]
+
+
+@dataclass(frozen=True)
+class Result:
+    query_id: str
+    slot_ids: list[int]
+    locked: int
+    anchor_truncated: bool
+    forward_passes: int
+
+
+# Called before every forward pass with (input_ids, attention_mask, slot_start, masked):
+# the attention probe uses it to look at the same states the sampler sees.
+Observer = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], None]
+
+
+class AnchorTooLong(ValueError):
+    pass
+
+
+def transfer_schedule(masked: int, steps: int) -> list[int]:
+    """How many positions to commit at each step: masked // K each, the remainder first."""
+    steps = max(1, min(steps, masked)) if masked else 0
+    base, extra = divmod(masked, steps) if steps else (0, 0)
+    return [base + (1 if i < extra else 0) for i in range(steps)]
+
+
+def query_generator(seed: int, query_id: str) -> torch.Generator:
+    digest = hashlib.sha256(f"{seed}:{query_id}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
+
+
+def suppressed_token_ids(backbone: Backbone) -> list[int]:
+    tok = backbone.tokenizer
+    ids = {backbone.mask_token_id, getattr(tok, "pad_token_id", None), getattr(tok, "cls_token_id", None),
+           getattr(tok, "unk_token_id", None), getattr(tok, "bos_token_id", None)}
+    return sorted(i for i in ids if i is not None)
+
+
+def _lock(request: Request, settings: SamplerSettings) -> tuple[list[int], bool]:
+    anchor = request.anchor_ids
+    if len(anchor) < settings.answer_len:
+        return anchor, False
+    if settings.long_anchor == "fail":
+        raise AnchorTooLong(f"query {request.query_id}: the anchor has {len(anchor)} tokens, not fewer than "
+                            f"generation.answer_len = {settings.answer_len}; raise answer_len or set "
+                            "long_anchor: truncate")
+    return anchor[: settings.answer_len - 1], True
+
+
+def _build_batch(requests: list[Request], settings: SamplerSettings, mask_id: int, pad_id: int):
+    width = max(len(r.prompt_ids) for r in requests) + settings.answer_len + settings.extra_masks
+    ids = torch.full((len(requests), width), pad_id, dtype=torch.long)
+    attention = torch.zeros_like(ids)
+    slot = torch.zeros_like(ids, dtype=torch.bool)  # answer-slot positions still to decide
+    starts, locks = [], []
+    for row, req in enumerate(requests):
+        anchor, truncated = _lock(req, settings)
+        start, end = len(req.prompt_ids), len(req.prompt_ids) + settings.answer_len
+        ids[row, :start] = torch.tensor(req.prompt_ids)
+        ids[row, start:end + settings.extra_masks] = mask_id
+        ids[row, start:start + len(anchor)] = torch.tensor(anchor, dtype=torch.long)
+        attention[row, :end + settings.extra_masks] = 1
+        slot[row, start + len(anchor):end] = True
+        starts.append(start)
+        locks.append((len(anchor), truncated))
+    return ids, attention, slot, torch.tensor(starts), locks
+
+
+def _propose(logits: torch.Tensor, settings: SamplerSettings, generators: list[torch.Generator],
+             rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token and confidence for each masked position ([M, V] logits, rows gives each one's query)."""
+    logits = logits.float()
+    if settings.temperature > 0:
+        noise = torch.empty_like(logits)
+        for r in rows.unique().tolist():  # each query's noise from its own generator
+            sel = rows == r
+            u = torch.rand(int(sel.sum()), logits.shape[1], generator=generators[r]).clamp_(1e-20, 1.0)
+            noise[sel] = -torch.log(-torch.log(u))
+        tokens = (logits / settings.temperature + noise).argmax(-1)
+    else:
+        tokens = logits.argmax(-1)
+    if settings.remasking == "random":
+        confidence = torch.empty(tokens.shape)
+        for r in rows.unique().tolist():
+            sel = rows == r
+            confidence[sel] = torch.rand(int(sel.sum()), generator=generators[r])
+    else:
+        confidence = torch.softmax(logits, -1).gather(1, tokens[:, None]).squeeze(1)
+    return tokens, confidence
+
+
+def _choose(confidence: torch.Tensor, rows: torch.Tensor, quota: torch.Tensor, settings: SamplerSettings,
+            batch: int) -> torch.Tensor:
+    """Boolean [M]: which masked positions to commit this step."""
+    counts = torch.bincount(rows, minlength=batch)
+    offsets = counts.cumsum(0) - counts
+    rank_in_row = torch.arange(rows.numel()) - offsets[rows]  # rows come sorted from nonzero()
+    table = torch.full((batch, int(counts.max())), -1.0)
+    table[rows, rank_in_row] = confidence
+    order = table.argsort(dim=1, descending=True, stable=True)
+    position_rank = torch.empty_like(order)
+    position_rank.scatter_(1, order, torch.arange(order.shape[1]).expand_as(order).contiguous())
+    rank = position_rank[rows, rank_in_row]
+    if settings.decoding == "threshold":
+        return (confidence >= settings.threshold) | (rank == 0)
+    return rank < quota[rows]
+
+
+def generate(backbone: Backbone, runtime: Runtime, requests: list[Request], settings: SamplerSettings,
+             observer: Observer | None = None) -> list[Result]:
+    """Decode every request's answer slot; returns one Result per request, in order."""
+    results = []
+    for first in range(0, len(requests), settings.batch_size):
+        results += _generate_batch(backbone, runtime, requests[first:first + settings.batch_size], settings,
+                                   observer)
+    return results
+
+
+@torch.inference_mode()
+def _generate_batch(backbone: Backbone, runtime: Runtime, requests: list[Request], settings: SamplerSettings,
+                    observer: Observer | None) -> list[Result]:
+    pad_id = getattr(backbone.tokenizer, "pad_token_id", None) or 0
+    ids, attention, masked, starts, locks = _build_batch(requests, settings, backbone.mask_token_id, pad_id)
+    generators = [query_generator(settings.seed, r.query_id) for r in requests]
+    schedules = [transfer_schedule(int(n), settings.steps) for n in masked.sum(1)]
+    suppressed = torch.tensor(suppressed_token_ids(backbone))
+    passes = torch.zeros(len(requests), dtype=torch.long)
+    step = 0
+    while masked.any():
+        if observer is not None:
+            observer(ids, attention, starts, masked)
+        active = masked.any(1)
+        passes += active.long()
+        with runtime.autocast():
+            hidden = backbone.hidden_states(ids.to(runtime.device), attention.to(runtime.device))
+            rows, cols = masked.nonzero(as_tuple=True)
+            logits = backbone.logits_from_hidden(hidden[rows.to(runtime.device), cols.to(runtime.device)])
+        logits = logits.float().cpu()
+        logits[:, suppressed] = float("-inf")
+        tokens, confidence = _propose(logits, settings, generators, rows)
+        quota = torch.tensor([s[step] if step < len(s) else 0 for s in schedules])
+        commit = _choose(confidence, rows, quota, settings, len(requests))
+        ids[rows[commit], cols[commit]] = tokens[commit]
+        masked[rows[commit], cols[commit]] = False
+        step += 1
+    return [Result(r.query_id, ids[i, int(starts[i]):int(starts[i]) + settings.answer_len].tolist(),
+                   locks[i][0], locks[i][1], int(passes[i])) for i, r in enumerate(requests)]

@@ -1,0 +1,190 @@
+"""One LoRA training job: a strategy, a target set, a data size, a step budget and a seed.
+
+The job writes a peft adapter folder atomically (``adapter_config.json``,
+``adapter_model.safetensors``, ``train_log.tsv``, ``provenance.json``). Nothing in it depends
+on the wall clock, so the same job twice on the CPU writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from anchormask import backbone as bb
+from anchormask.config import AdapterJob
+from anchormask import data, io, layout, masking, provenance
+from anchormask.progress import Progress
+
+log = logging.getLogger(__name__)
+LOG_COLUMNS = ("step", "mask_ratio", "masked_tokens", "loss", "lr")
+
+
+class AdapterError(ValueError):
+    """An adapter does not hold what its target set says it should."""
+
+
+def set_deterministic(seed: int, threads: int) -> None:
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def lora_config(backbone: bb.Backbone, targets: str, settings: dict[str, Any]):
+    from peft import LoraConfig
+
+    modules = backbone.projection_modules(targets)
+    return LoraConfig(r=settings["rank"], lora_alpha=settings["alpha"], lora_dropout=settings["dropout"],
+                      target_modules=modules, bias="none")
+
+
+def expected_lora_parameters(backbone: bb.Backbone, targets: str, rank: int) -> int:
+    modules = dict(backbone.model.named_modules())
+    return sum(rank * (modules[n].in_features + modules[n].out_features)
+               for n in backbone.projection_modules(targets))
+
+
+def attach_lora(backbone: bb.Backbone, targets: str, settings: dict[str, Any]):
+    """Wrap the model with LoRA on exactly the projections of ``targets``; check the count."""
+    from peft import get_peft_model
+
+    expected = expected_lora_parameters(backbone, targets, settings["rank"])
+    modules = backbone.projection_modules(targets)
+    model = get_peft_model(backbone.model, lora_config(backbone, targets, settings))
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if trainable != expected or expected == 0:
+        raise AdapterError(f"LoRA on {targets!r} has {trainable} trainable parameters, expected {expected} "
+                           f"from modules {modules}: the target list does not "
+                           "match the backbone's projections")
+    return model
+
+
+def lr_at(step: int, settings: dict[str, Any]) -> float:
+    """Linear warm-up over ``warmup_steps``, then constant."""
+    warmup = settings["warmup_steps"]
+    return settings["lr"] * min(1.0, (step + 1) / warmup) if warmup else settings["lr"]
+
+
+def encode_pairs(tokenizer, pairs: list[dict[str, Any]], seq_len: int, source: str) -> list[layout.EncodedPair]:
+    return [layout.encode_pair(tokenizer, p["question"], p["answer"], seq_len, where=f"{source}: pair {p['id']}")
+            for p in pairs]
+
+
+def batches(n: int, batch_size: int, steps: int, generator: torch.Generator):
+    """Indices of each step's batch: shuffled epochs, the last partial batch of an epoch kept."""
+    order: list[int] = []
+    for _ in range(steps):
+        if len(order) < batch_size:
+            order += torch.randperm(n, generator=generator).tolist()
+        batch, order = order[:batch_size], order[batch_size:]
+        yield batch
+
+
+def train_step(backbone: bb.Backbone, runtime: bb.Runtime, encoded: list[layout.EncodedPair],
+               strategy: str, settings: dict[str, Any], ratio_dist: masking.MaskRatio,
+               generator: torch.Generator) -> tuple[torch.Tensor, dict[str, float]]:
+    pad_id = backbone.tokenizer.pad_token_id or 0
+    ids, attention, classes = layout.collate(encoded, pad_id)
+    eligible = masking.eligible_positions(classes, strategy)
+    ratio = ratio_dist.sample(len(encoded), generator)
+    mask = masking.draw_mask(eligible, ratio, generator)
+    noisy = masking.apply_mask(ids, mask, backbone.mask_token_id)
+    rows, cols = mask.nonzero(as_tuple=True)
+    device = runtime.device
+    with runtime.autocast():
+        hidden = backbone.hidden_states(noisy.to(device), attention.to(device))
+        # The vocabulary head runs only where the loss looks: the masked positions.
+        logits = backbone.logits_from_hidden(hidden[rows.to(device), cols.to(device)])
+    loss = masking.masked_loss(logits, ids[rows, cols].to(device), kind=settings["loss"], ratio=ratio,
+                               rows=rows, eligible_count=eligible.sum(1), tv_weight=settings["tv_weight"])
+    return loss, {"mask_ratio": float(ratio.mean()), "masked_tokens": int(rows.numel())}
+
+
+def train(base_path: str, base_sha256: str, pairs_path: str, job: AdapterJob, settings: dict[str, Any],
+          out_dir: str, *, trust_remote_code: bool = False, device: str = "auto") -> dict[str, Any]:
+    set_deterministic(job.seed, settings["threads"])
+    runtime = bb.pick_runtime(device)
+    backbone = bb.load_backbone(base_path, trust_remote_code=trust_remote_code, runtime=runtime)
+    pairs = data.select_pairs(data.load_pairs(pairs_path), job.size, settings["subset"], job.seed)
+    encoded = encode_pairs(backbone.tokenizer, pairs, settings["seq_len"], pairs_path)
+    lora_modules = backbone.projection_modules(job.targets)
+    torch.manual_seed(job.seed)  # LoRA's A matrices draw from the global generator
+    model = attach_lora(backbone, job.targets, settings)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=settings["lr"], weight_decay=settings["weight_decay"])
+    generator = torch.Generator().manual_seed(job.seed)
+    ratio_dist = masking.MaskRatio.from_config(settings["mask_ratio"])
+    rows, progress = [], Progress(f"train {job.id}", job.steps, log_every=settings["log_every"])
+    for step, batch in enumerate(batches(len(encoded), settings["batch_size"], job.steps, generator)):
+        lr = lr_at(step, settings)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        loss, info = train_step(backbone, runtime, [encoded[i] for i in batch], job.strategy, settings,
+                                ratio_dist, generator)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise FloatingPointError(f"{job.id}: loss is {value} at step {step + 1}; lower train.lr")
+        rows.append((step + 1, round(info["mask_ratio"], 6), info["masked_tokens"], round(value, 6), lr))
+        progress.update(step + 1, loss=f"{value:.4f}")
+    record = {
+        "job": {"id": job.id, "strategy": job.strategy, "targets": job.targets, "size": job.size,
+                "steps": job.steps, "seed": job.seed},
+        "settings": settings,
+        "base": {"path": base_path, "sha256": base_sha256},
+        "pairs": {"path": pairs_path, "ids": [p["id"] for p in pairs]},
+        "lora_modules": lora_modules,
+        "trainable_parameters": sum(p.numel() for p in params),
+        "runtime": runtime.name,
+        "final_loss_mean_last_10pct": round(sum(r[3] for r in rows[-max(1, len(rows) // 10):])
+                                            / max(1, len(rows[-max(1, len(rows) // 10):])), 6),
+        "versions": provenance.versions(),
+    }
+    save_adapter(model, rows, record, out_dir)
+    return record
+
+
+def save_adapter(model, rows: list[tuple], record: dict[str, Any], out_dir: str) -> None:
+    with io.atomic_dir(out_dir) as tmp:
+        model.save_pretrained(str(tmp))
+        (tmp / "README.md").unlink(missing_ok=True)  # peft's model-card template, not data
+        _sort_target_modules(tmp / "adapter_config.json")
+        lines = ["\t".join(LOG_COLUMNS)] + ["\t".join(str(v) for v in row) for row in rows]
+        (tmp / "train_log.tsv").write_text("\n".join(lines) + "\n")
+        (tmp / "provenance.json").write_text(io.pretty_json(record))
+
+
+def _sort_target_modules(path: Path) -> None:
+    """peft stores target_modules as a set, whose order changes with the hash seed."""
+    import json
+
+    cfg = json.loads(path.read_text())
+    if isinstance(cfg.get("target_modules"), list):
+        cfg["target_modules"] = sorted(cfg["target_modules"])
+    path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def check_adapter(path: str | Path) -> None:
+    """Fail with a clear message when an adapter folder is missing or incomplete."""
+    path = Path(path)
+    missing = [n for n in ("adapter_config.json", "adapter_model.safetensors") if not (path / n).is_file()]
+    if missing:
+        raise io.InputError(f"{path}: adapter is missing {', '.join(missing)}; rerun its training job "
+                            f"(snakemake {path}/adapter_model.safetensors)")
+
+
+def adapter_tensor_kinds(path: str | Path, projections: dict[str, str]) -> set[str]:
+    """Which projection kinds (q, k, v, o) an adapter's saved tensors touch."""
+    from safetensors import safe_open
+
+    kinds = set()
+    with safe_open(str(Path(path) / "adapter_model.safetensors"), "pt") as fh:
+        for name in fh.keys():
+            kinds |= {k for k, suffix in projections.items() if f".{suffix}.lora_" in name}
+    return kinds

@@ -1,0 +1,124 @@
+import logging
+import runpy
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from anchormask import figures, tables
+from anchormask.io import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+ARMS = {"base": (None, None), "anchor": ("anchor", "full"), "random": ("random", "full"),
+        "reverse": ("reverse", "full"), "anchor-vo": ("anchor", "vo"), "anchor-qk": ("anchor", "qk"),
+        "random-vo": ("random", "vo"), "random-qk": ("random", "qk")}
+LEVEL = {"base": 0.1, "anchor": 0.4, "random": 0.25, "reverse": 0.2, "anchor-vo": 0.45, "anchor-qk": 0.15,
+         "random-vo": 0.3, "random-qk": 0.2}
+
+
+def generations(n_in=5, n_out=4, domains=("astronomy", "law")):
+    gen = np.random.default_rng(0)
+    places = [("in_domain", "in_domain")] * n_in + [("held_out", d) for d in domains for _ in range(n_out)]
+    rows = []
+    for q, (split, domain) in enumerate(places):
+        for arm, (strategy, targets) in ARMS.items():
+            rows.append(dict(query_id=f"{domain}-q{q:02d}", domain=domain, split=split, arm=arm, strategy=strategy,
+                             targets=targets, adapter_id=None if strategy is None else arm,
+                             train_size=None if strategy is None else 144, train_steps=None if strategy is None else 300,
+                             train_seed=None if strategy is None else 42, statement_id="s", locked_tokens=3,
+                             anchor_truncated=False, post_anchor_tokens=10, word_tokens=10,
+                             overlap=float(np.clip(LEVEL[arm] + gen.normal(0, 0.05), 0, 1)), empty=False,
+                             forward_passes=16, base_sha256="ab" * 32))
+    return pd.DataFrame(rows)
+
+
+def sweep_stats():
+    rows = []
+    for size in (72, 144):
+        for steps, ratio in ((100, 2.0), (300, 1.6), (1000, 1.1)):
+            report = {(72, 100): "1.97-2.19x at 100 steps", (144, 100): "1.97-2.19x at 100 steps",
+                      (144, 1000): "1.07x"}.get((size, steps))
+            rows.append(dict(point=f"{size}x{steps}", train_size=size, train_steps=steps, n=48, ratio=ratio,
+                             ratio_lo=ratio - 0.2, ratio_hi=ratio + 0.2 if steps != 300 else np.inf,
+                             confidence=0.95, report=report))
+    return pd.DataFrame(rows)
+
+
+def assert_pdf_png(pdf, png):
+    assert pdf.read_bytes().startswith(b"%PDF") and b"CreationDate" not in pdf.read_bytes()
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_arm_summary_panels_and_intervals():
+    s = figures.arm_summary(generations(), resamples=2000, seed=1)
+    assert list(dict.fromkeys(s["panel"])) == ["in-domain: in_domain", "held-out: astronomy", "held-out: law",
+                                               "held-out pooled"]
+    assert s.groupby("panel")["n"].first().to_dict() == {"in-domain: in_domain": 5, "held-out: astronomy": 4,
+                                                         "held-out: law": 4, "held-out pooled": 8}
+    assert list(s[s["panel"] == "held-out pooled"]["arm"]) == list(ARMS)
+    assert ((s["lo"] <= s["mean"]) & (s["mean"] <= s["hi"]) & (s["lo"] < s["hi"])).all()
+    pooled = s[s["panel"] == "held-out pooled"].set_index("arm")
+    assert pooled.loc["anchor", "lo"] > pooled.loc["base", "hi"]
+
+
+def test_main_figure_is_byte_stable(tmp_path):
+    df = generations()
+    for k in (1, 2):
+        figures.main_figure(df, tmp_path / f"m{k}.pdf", tmp_path / f"m{k}.png", resamples=500)
+    assert_pdf_png(tmp_path / "m1.pdf", tmp_path / "m1.png")
+    assert (tmp_path / "m1.pdf").read_bytes() == (tmp_path / "m2.pdf").read_bytes()
+    assert (tmp_path / "m1.png").read_bytes() == (tmp_path / "m2.png").read_bytes()
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("1.97-2.19x at 100 steps", (1.97, 2.19)), ("1.07x", (1.07, 1.07)),
+    ("1.67x [1.51, 1.85], P(a>b) = 1.000, N = 48", (1.67, 1.67)), ("diff -0.038, P(a>b) = 0.006", None),
+    (None, None), (float("nan"), None)])
+def test_parse_report(text, expected):
+    assert figures.parse_report(text) == expected
+
+
+def test_sweep_figure_with_infinite_band(tmp_path):
+    figures.sweep_figure(sweep_stats(), tmp_path / "s.pdf", tmp_path / "s.png")
+    assert_pdf_png(tmp_path / "s.pdf", tmp_path / "s.png")
+    figures.sweep_figure(sweep_stats(), tmp_path / "t.pdf", tmp_path / "t.png")
+    assert (tmp_path / "s.pdf").read_bytes() == (tmp_path / "t.pdf").read_bytes()
+    with pytest.raises(InputError):
+        figures.sweep_figure(sweep_stats().iloc[:0], tmp_path / "e.pdf", tmp_path / "e.png")
+
+
+def test_ablation_summary_finds_arms_by_strategy_and_targets(tmp_path):
+    df = generations().replace({"arm": {"anchor-vo": "renamed-vo"}})
+    s = figures.ablation_figure(df, tmp_path / "a.pdf", tmp_path / "a.png", resamples=500)
+    assert_pdf_png(tmp_path / "a.pdf", tmp_path / "a.png")
+    assert s[s["strategy"].isna()]["arm"].tolist() == ["base"]
+    got = {(r.strategy, r.targets): r.arm for r in s[s["strategy"].notna()].itertuples()}
+    assert got == {("anchor", "full"): "anchor", ("anchor", "vo"): "renamed-vo", ("anchor", "qk"): "anchor-qk",
+                   ("random", "full"): "random", ("random", "vo"): "random-vo", ("random", "qk"): "random-qk"}
+    assert (s["n"] == 8).all()  # held-out pooled only
+    held = df[(df["split"] == "held_out") & (df["arm"] == "renamed-vo")]
+    assert s.set_index("arm").loc["renamed-vo", "mean"] == pytest.approx(held["overlap"].mean())
+    with pytest.raises(InputError, match="no anchor or random arms"):
+        figures.ablation_summary(df[df["strategy"].isna()])
+
+
+def test_figure_script_reads_parquet(tmp_path):
+    table = tmp_path / "generations.parquet"
+    tables.write_parquet(generations(), table, tables.GENERATIONS_SCHEMA)
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        smk = SimpleNamespace(input=[str(table)], output=SimpleNamespace(pdf=str(tmp_path / "f.pdf"),
+                              png=str(tmp_path / "f.png")), params=SimpleNamespace(which="ablation",
+                              settings='{"resamples":300,"seed":4}'), log=[str(tmp_path / "f.log")])
+        runpy.run_path(str(ROOT / "workflow/scripts/figure.py"), init_globals={"snakemake": smk}, run_name="__main__")
+    finally:
+        for h in root.handlers:
+            if h not in saved[0]:
+                h.close()
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    assert_pdf_png(tmp_path / "f.pdf", tmp_path / "f.png")
+    assert "wrote" in (tmp_path / "f.log").read_text()

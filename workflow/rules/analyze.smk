@@ -1,0 +1,136 @@
+# From generations to per-generation Parquet tables, bootstrap statistics and the headline table.
+
+
+localrules:
+    headline,
+
+
+def corpus_files():
+    return [str(study_data.corpus_path(config, d)) for d in DOMAINS]
+
+
+ANALYSIS_CODE = code_digest("metric", "tables", "bootstrap", "io", "provenance")
+
+
+rule aggregate:
+    input:
+        generations=["results/generations/all.jsonl"],
+        corpora=corpus_files(),
+    output:
+        "results/tables/generations.parquet",
+    params:
+        domains=as_json(DOMAINS),
+        code=ANALYSIS_CODE,
+    log:
+        "results/logs/aggregate.log",
+    benchmark:
+        "results/benchmarks/aggregate.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        ENV
+    script:
+        "../scripts/aggregate.py"
+
+
+rule aggregate_sweep:
+    input:
+        generations=sweep_generation_files(),
+        corpora=corpus_files(),
+    output:
+        "results/tables/sweep.parquet",
+    params:
+        domains=as_json(DOMAINS),
+        code=ANALYSIS_CODE,
+    log:
+        "results/logs/aggregate_sweep.log",
+    benchmark:
+        "results/benchmarks/aggregate_sweep.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        ENV
+    script:
+        "../scripts/aggregate.py"
+
+
+def statistics_settings(kind):
+    stats = config["statistics"]
+    settings = {k: stats[k] for k in ("resamples", "confidence", "seed")}
+    if kind == "comparisons":
+        settings["comparisons"] = stats["comparisons"]
+    else:
+        settings["sweep_report"] = stats.get("sweep_report", {})
+    return as_json(settings)
+
+
+rule statistics:
+    input:
+        "results/tables/generations.parquet",
+    output:
+        "results/stats/comparisons.parquet",
+    params:
+        kind="comparisons",
+        settings=statistics_settings("comparisons"),
+        code=ANALYSIS_CODE,
+    log:
+        "results/logs/statistics.log",
+    benchmark:
+        "results/benchmarks/statistics.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        ENV
+    script:
+        "../scripts/statistics.py"
+
+
+rule statistics_sweep:
+    input:
+        "results/tables/sweep.parquet",
+    output:
+        "results/stats/sweep.parquet",
+    params:
+        kind="sweep",
+        settings=statistics_settings("sweep"),
+        code=ANALYSIS_CODE,
+    log:
+        "results/logs/statistics_sweep.log",
+    benchmark:
+        "results/benchmarks/statistics_sweep.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        ENV
+    script:
+        "../scripts/statistics.py"
+
+
+rule headline:
+    input:
+        comparisons="results/stats/comparisons.parquet",
+        sweep="results/stats/sweep.parquet",
+    output:
+        report(
+            "results/tables/headline.md",
+            caption="../report/headline.rst",
+            category="Headline",
+        ),
+    params:
+        base=as_json({"path": BASE["path"], "sha256": BASE["sha256"]}),
+        code=ANALYSIS_CODE,
+    log:
+        "results/logs/headline.log",
+    benchmark:
+        "results/benchmarks/headline.tsv"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    conda:
+        ENV
+    script:
+        "../scripts/headline.py"

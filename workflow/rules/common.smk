@@ -1,0 +1,90 @@
+# Configuration checks, wildcard constraints and the helpers every stage uses.
+
+import hashlib
+import json
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from anchormask import config as study
+from anchormask import data as study_data
+from anchormask import io as study_io
+
+# Our validator first (its messages name the key and the allowed values), then Snakemake's,
+# which also fills in the schema's defaults.
+study.validate(config, "config.yaml")
+validate(config, "../schemas/config.schema.yaml")
+DATA_COUNTS = study_data.check_all(config)
+
+PACKAGE = Path(workflow.basedir) / "src" / "anchormask"
+ENV = "../../envs/anchormask.yaml"
+BASE = config["base"]
+VERIFIED = "results/base/verified.json"
+DOMAINS = study.domains(config)
+ARMS = list(config["arms"])
+SWEEP = study.sweep_points(config)
+
+
+wildcard_constraints:
+    strategy="anchor|random|reverse",
+    targets="full|vo|qk",
+    size=r"[0-9]+",
+    steps=r"[0-9]+",
+    seed=r"[0-9]+",
+    domain="|".join(DOMAINS),
+    arm="|".join(ARMS),
+    figure="main|sweep|ablation",
+
+
+def code_digest(*modules):
+    """SHA-256 of the library modules a rule runs. Snakemake's code trigger sees only the
+    rule's script file, so each rule carries this digest as a param: editing a module that a
+    rule imports reruns that rule and nothing else."""
+    digest = hashlib.sha256()
+    for name in sorted(set(modules)):
+        digest.update(name.encode() + b"\0" + (PACKAGE / f"{name}.py").read_bytes())
+    return digest.hexdigest()
+
+
+def as_json(obj):
+    """Params travel as canonical JSON text: Snakemake compares params by their repr."""
+    return study_io.canonical_json(obj)
+
+
+def base_record():
+    return {k: BASE.get(k) for k in ("path", "sha256", "trust_remote_code", "device")}
+
+
+def base_files():
+    from anchormask.checksum import manifest_files
+
+    return [str(p) for p in manifest_files(BASE["path"])] or [BASE["path"] + "/config.json"]
+
+
+def adapter_dir(job):
+    return job.path
+
+
+def arm_adapter_dirs(wildcards):
+    return [adapter_dir(j) for j in study.arm_adapters(config, wildcards.arm)]
+
+
+def sweep_adapter_dirs(wildcards):
+    return [adapter_dir(j) for j in study.sweep_adapters(
+        config, wildcards.strategy, int(wildcards.size), int(wildcards.steps))]
+
+
+def retrieval_files():
+    return expand("results/retrieval/{domain}.jsonl", domain=DOMAINS)
+
+
+def sweep_generation_files():
+    return [f"results/generations/sweep/{s}_n{n}_s{k}.jsonl" for s, n, k in SWEEP]
+
+
+def default_targets():
+    return [
+        "results/tables/headline.md",
+        expand("results/figures/{figure}.{ext}", figure=["main", "sweep", "ablation"], ext=["pdf", "png"]),
+        probe_targets(),
+    ]

@@ -1,0 +1,109 @@
+# Retrieval of each query's locus statement, then locked-anchor generation per arm.
+
+
+localrules:
+    retrieve,
+    gather_generations,
+
+
+rule retrieve:
+    input:
+        corpus=config["data"]["corpora_dir"] + "/{domain}.jsonl",
+        queries=config["data"]["queries_dir"] + "/{domain}.jsonl",
+    output:
+        "results/retrieval/{domain}.jsonl",
+    params:
+        settings=lambda wc: as_json({
+            "retrieval": config["retrieval"],
+            "split": study.split_of(config, wc.domain),
+            "max_queries": config["data"].get("max_queries_per_domain"),
+        }),
+        code=code_digest("retrieval", "data", "io"),
+    log:
+        "results/logs/retrieve/{domain}.log",
+    benchmark:
+        "results/benchmarks/retrieve/{domain}.tsv"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    conda:
+        ENV
+    script:
+        "../scripts/retrieve.py"
+
+
+GENERATION_CODE = code_digest("generation", "sampler", "layout", "backbone", "train", "checksum", "io",
+                              "provenance")
+
+
+rule generate_arm:
+    input:
+        verified=VERIFIED,
+        retrieval=retrieval_files(),
+        adapters=arm_adapter_dirs,
+    output:
+        "results/generations/{arm}.jsonl",
+    params:
+        arm=lambda wc: as_json({"arm": wc.arm, **config["arms"][wc.arm]}),
+        sampler=as_json(config["generation"]),
+        base=as_json(base_record()),
+        code=GENERATION_CODE,
+    log:
+        "results/logs/generate/{arm}.log",
+    benchmark:
+        "results/benchmarks/generate/{arm}.tsv"
+    threads: config["generation"]["threads"]
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    conda:
+        ENV
+    script:
+        "../scripts/generate.py"
+
+
+rule generate_sweep:
+    input:
+        verified=VERIFIED,
+        retrieval=retrieval_files(),
+        adapters=sweep_adapter_dirs,
+    output:
+        "results/generations/sweep/{strategy}_n{size}_s{steps}.jsonl",
+    params:
+        arm=lambda wc: as_json({"arm": f"sweep:{wc.strategy}_n{wc.size}_s{wc.steps}",
+                                "strategy": wc.strategy, "targets": "full"}),
+        sampler=as_json(config["generation"]),
+        base=as_json(base_record()),
+        code=GENERATION_CODE,
+    log:
+        "results/logs/generate/sweep_{strategy}_n{size}_s{steps}.log",
+    benchmark:
+        "results/benchmarks/generate/sweep_{strategy}_n{size}_s{steps}.tsv"
+    threads: config["generation"]["threads"]
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    conda:
+        ENV
+    script:
+        "../scripts/generate.py"
+
+
+rule gather_generations:
+    input:
+        expand("results/generations/{arm}.jsonl", arm=ARMS),
+    output:
+        "results/generations/all.jsonl",
+    params:
+        code=code_digest("io", "data"),
+    log:
+        "results/logs/gather_generations.log",
+    benchmark:
+        "results/benchmarks/gather_generations.tsv"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    conda:
+        ENV
+    script:
+        "../scripts/gather.py"

@@ -1,0 +1,25 @@
+# One LoRA training job per (strategy, LoRA targets, data size, steps, seed).
+
+
+rule train_adapter:
+    input:
+        verified=VERIFIED,
+        pairs=config["data"]["pairs"],
+    output:
+        directory("results/adapters/{strategy}_{targets}_n{size}_s{steps}_seed{seed}"),
+    params:
+        settings=lambda wc: as_json(study.train_settings(config, wc.strategy)),
+        base=as_json(base_record()),
+        code=code_digest("train", "masking", "layout", "backbone", "data", "config", "io", "provenance"),
+    log:
+        "results/logs/train/{strategy}_{targets}_n{size}_s{steps}_seed{seed}.log",
+    benchmark:
+        "results/benchmarks/train/{strategy}_{targets}_n{size}_s{steps}_seed{seed}.tsv"
+    threads: config["train"]["threads"]
+    resources:
+        mem_mb=4000,
+        runtime=120,
+    conda:
+        ENV
+    script:
+        "../scripts/train_adapter.py"

@@ -1,0 +1,28 @@
+"""Snakemake script: generation JSONL + corpora -> scored generations Parquet (anchormask.tables)."""
+
+import json
+import logging
+import sys
+
+from anchormask import tables
+
+
+def _logging(path):
+    handlers = [logging.FileHandler(path, mode="w"), logging.StreamHandler(sys.stderr)]
+    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def main(smk):
+    _logging(smk.log[0])
+    domains = json.loads(smk.params.domains)
+    corpora_paths = list(smk.input.corpora)
+    if len(domains) != len(corpora_paths):
+        raise ValueError(f"params.domains has {len(domains)} names but input.corpora {len(corpora_paths)} files")
+    df = tables.generations_table(list(smk.input.generations), dict(zip(domains, corpora_paths)))
+    tables.write_parquet(df, smk.output[0], tables.GENERATIONS_SCHEMA)
+    logging.info("wrote %s: %d generations, %d arms, %d empty continuations", smk.output[0], len(df),
+                 df["arm"].nunique(), int(df["empty"].sum()))
+
+
+main(snakemake)  # noqa: F821

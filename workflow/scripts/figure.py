@@ -1,0 +1,35 @@
+"""Snakemake script: one figure (params.which = main | sweep | ablation) as PDF and PNG."""
+
+import json
+import logging
+import sys
+
+from anchormask import figures, tables
+
+
+def _logging(path):
+    handlers = [logging.FileHandler(path, mode="w"), logging.StreamHandler(sys.stderr)]
+    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def main(smk):
+    _logging(smk.log[0])
+    which = smk.params.which
+    # Optional params.settings (canonical JSON {resamples, confidence, seed}) for the per-arm CIs.
+    raw = getattr(smk.params, "settings", None)
+    settings = json.loads(raw) if raw else {}
+    ci = {k: settings[k] for k in ("resamples", "confidence", "seed") if k in settings}
+    df = tables.read_parquet(smk.input[0])
+    if which == "main":
+        figures.main_figure(df, smk.output.pdf, smk.output.png, **ci)
+    elif which == "ablation":
+        figures.ablation_figure(df, smk.output.pdf, smk.output.png, **ci)
+    elif which == "sweep":
+        figures.sweep_figure(df, smk.output.pdf, smk.output.png)
+    else:
+        raise ValueError(f"params.which must be main, sweep or ablation, got {which!r}")
+    logging.info("wrote %s and %s", smk.output.pdf, smk.output.png)
+
+
+main(snakemake)  # noqa: F821
