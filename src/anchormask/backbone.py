@@ -109,6 +109,12 @@ class Backbone:
         return [name for name, mod in self.model.named_modules()
                 if isinstance(mod, nn.Linear) and any(name == s or name.endswith("." + s) for s in suffixes)]
 
+    def modules_of_kind(self, kind: str) -> list[str]:
+        """Full names of the Linear modules of one projection kind (q, k, v or o)."""
+        suffix = self.projections[kind]
+        return [name for name, mod in self.model.named_modules()
+                if isinstance(mod, nn.Linear) and (name == suffix or name.endswith("." + suffix))]
+
     def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Final hidden states; with no separable head, the logits themselves."""
         if self._split is None:

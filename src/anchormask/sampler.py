@@ -69,9 +69,26 @@ class Result:
     forward_passes: int
 
 
-# Called before every forward pass with (input_ids, attention_mask, slot_start, masked):
-# the attention probe uses it to look at the same states the sampler sees.
-Observer = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], None]
+@dataclass(frozen=True)
+class Observation:
+    """The state before one forward pass of a batch, for probes that look where the sampler looks.
+
+    Row b's prompt is positions [0, slot_start[b]); its locked anchor [slot_start[b],
+    slot_start[b] + locked[b]); its generated answer positions the rest of the slot, up to
+    slot_start[b] + answer_len; ``masked`` marks positions not yet decided.
+    """
+
+    step: int
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    slot_start: torch.Tensor
+    locked: torch.Tensor
+    answer_len: int
+    masked: torch.Tensor
+    query_ids: tuple[str, ...]
+
+
+Observer = Callable[[Observation], None]
 
 
 class AnchorTooLong(ValueError):
@@ -189,7 +206,8 @@ def _generate_batch(backbone: Backbone, runtime: Runtime, requests: list[Request
     step = 0
     while masked.any():
         if observer is not None:
-            observer(ids, attention, starts, masked)
+            observer(Observation(step, ids.clone(), attention, starts, torch.tensor([lk[0] for lk in locks]),
+                                 settings.answer_len, masked.clone(), tuple(r.query_id for r in requests)))
         active = masked.any(1)
         passes += active.long()
         with runtime.autocast():

@@ -51,6 +51,11 @@ def attach_lora(backbone: bb.Backbone, targets: str, settings: dict[str, Any]):
     """Wrap the model with LoRA on exactly the projections of ``targets``; check the count."""
     from peft import get_peft_model
 
+    missing = [k for k in bb.TARGET_SETS[targets] if not backbone.modules_of_kind(k)]
+    if missing:
+        raise AdapterError(f"LoRA target set {targets!r}: no module matches projection kind(s) "
+                           f"{', '.join(missing)} ({', '.join(backbone.projections[k] for k in missing)}) in "
+                           f"{backbone.path}; the backbone's layout is not the {backbone.family!r} one")
     expected = expected_lora_parameters(backbone, targets, settings["rank"])
     modules = backbone.projection_modules(targets)
     model = get_peft_model(backbone.model, lora_config(backbone, targets, settings))

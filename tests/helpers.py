@@ -1,0 +1,34 @@
+"""Helpers shared by the tests: a tiny masked LM and tiny training settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WORDS = ("the a of in is was river lake mountain sea city capital north south east west largest deepest "
+         "longest highest world country flows into through which what where does planet star sun moon "
+         "law court food bread salt heart blood ? . ,").split()
+
+
+def build_tiny_model(path: Path, *, layers: int = 2, hidden: int = 32, seed: int = 0) -> Path:
+    import torch
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])}
+    tokenizer = BertTokenizerFast(vocab=vocab, do_lower_case=True)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=96,
+                        type_vocab_size=2, pad_token_id=0)
+    BertForMaskedLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def tiny_train_settings(**overrides) -> dict:
+    settings = {"seq_len": 40, "rank": 4, "alpha": 8, "dropout": 0.0, "lr": 0.01, "weight_decay": 0.0,
+                "warmup_steps": 1, "batch_size": 3, "subset": "first",
+                "mask_ratio": {"kind": "uniform", "low": 0.5, "high": 0.9}, "loss": "ce", "tv_weight": 1.0,
+                "threads": 1, "log_every": 2}
+    settings.update(overrides)
+    return settings

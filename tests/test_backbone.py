@@ -1,0 +1,75 @@
+import pytest
+import torch
+from torch import nn
+
+from anchormask import backbone as bb
+from helpers import REPO
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    return bb.load_backbone(tiny_model_dir, runtime=bb.pick_runtime("cpu"))
+
+
+def test_tiny_bert_is_detected_and_its_projections_named(tiny):
+    assert tiny.family == "bert" and tiny.mask_token_id == tiny.tokenizer.mask_token_id
+    assert len(tiny.projection_modules("full")) == 8
+    assert all(n.endswith(("value", "output.dense")) for n in tiny.projection_modules("vo"))
+    assert len(tiny.projection_modules("qk")) == 4
+
+
+def test_split_head_gives_the_same_logits_as_the_full_model(tiny):
+    ids = torch.tensor([[2, 10, 11, 4, 4, 3]])
+    attention = torch.ones_like(ids)
+    with torch.no_grad():
+        full = tiny.model(input_ids=ids, attention_mask=attention).logits
+        split = tiny.logits(ids, attention)
+    assert torch.allclose(full, split, atol=1e-6)
+
+
+class FusedAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(4, 12)
+        self.o_proj = nn.Linear(4, 4)
+
+
+class LladaBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        for name in ("q_proj", "k_proj", "v_proj", "attn_out"):
+            setattr(self, name, nn.Linear(4, 4))
+
+
+def test_family_detection_refuses_fused_qkv_and_knows_llada():
+    with pytest.raises(bb.BackboneError, match="fused QKV"):
+        bb.detect_family(nn.Sequential(FusedAttention()))
+    assert bb.detect_family(nn.Sequential(LladaBlock(), LladaBlock())) == "llada"
+    with pytest.raises(bb.BackboneError, match="could not find"):
+        bb.detect_family(nn.Sequential(nn.Linear(2, 2)))
+
+
+def test_cpu_runtime_is_float32_without_autocast():
+    runtime = bb.pick_runtime("cpu")
+    assert runtime.device.type == "cpu" and runtime.autocast_dtype is None and runtime.name == "cpu+float32"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU refusal")
+def test_asking_for_cuda_without_a_gpu_is_a_clear_error():
+    with pytest.raises(bb.BackboneError, match="no GPU"):
+        bb.pick_runtime("cuda")
+
+
+def test_directory_without_config_is_named(tmp_path):
+    with pytest.raises(bb.BackboneError, match="no config.json"):
+        bb.load_backbone(tmp_path)
+
+
+def test_shipped_base_loads_with_the_auto_classes():
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    model = AutoModelForMaskedLM.from_pretrained(REPO / "data" / "base")
+    tokenizer = AutoTokenizer.from_pretrained(REPO / "data" / "base")
+    assert tokenizer.mask_token_id is not None
+    assert 1_000_000 < sum(p.numel() for p in model.parameters()) < 10_000_000
+    assert bb.detect_family(model) in bb.PROJECTIONS

@@ -1,0 +1,85 @@
+import gzip
+
+import pytest
+
+from anchormask import data, io, pretrain
+from helpers import REPO
+
+HELD_OUT = ["astronomy", "medicine", "law", "culinary"]
+
+
+def write_lines(path, lines):
+    path.write_text("".join(lines))
+    return path
+
+
+def test_malformed_json_line_names_file_and_line(tmp_path):
+    path = write_lines(tmp_path / "c.jsonl", ['{"id": "a", "text": "x"}\n', '{"id": "b", "text": \n'])
+    with pytest.raises(io.InputError, match=r"c.jsonl: line 2"):
+        data.load_corpus(path)
+
+
+def test_missing_field_and_empty_text_name_the_field(tmp_path):
+    path = write_lines(tmp_path / "q.jsonl", ['{"id": "q1", "gold_id": "x"}\n'])
+    with pytest.raises(io.InputError, match=r"line 1: field 'query': missing"):
+        data.load_queries(path)
+    path = write_lines(tmp_path / "c.jsonl", ['{"id": "a", "text": "  "}\n'])
+    with pytest.raises(io.InputError, match=r"field 'text'"):
+        data.load_corpus(path)
+
+
+def test_duplicate_ids_are_refused(tmp_path):
+    path = write_lines(tmp_path / "c.jsonl", ['{"id": "a", "text": "x"}\n', '{"id": "a", "text": "y"}\n'])
+    with pytest.raises(io.InputError, match=r"line 2: field 'id': duplicate id 'a' \(first on line 1\)"):
+        data.load_corpus(path)
+
+
+def test_seeded_subset_is_reproducible_and_first_takes_the_head():
+    pairs = data.load_pairs(REPO / "data" / "train" / "pairs.jsonl")
+    assert data.select_pairs(pairs, 72, "first", 1) == pairs[:72]
+    seeded = data.select_pairs(pairs, 72, "seeded", 1)
+    assert seeded == data.select_pairs(pairs, 72, "seeded", 1) and seeded != pairs[:72]
+    with pytest.raises(io.InputError, match="more pairs than"):
+        data.select_pairs(pairs, 1000, "first", 1)
+
+
+def test_shipped_data_has_the_protocol_sizes():
+    import yaml
+
+    counts = data.check_all(yaml.safe_load((REPO / "config.yaml").read_text()))
+    assert counts["queries:in_domain"] == 15
+    assert all(counts[f"queries:{d}"] == 12 for d in HELD_OUT)
+    assert counts["pairs"] >= 144
+
+
+def _held_out_statements():
+    return [rec["text"] for d in HELD_OUT for rec in data.load_corpus(REPO / "data" / "corpora" / f"{d}.jsonl")]
+
+
+def test_no_held_out_statement_is_in_the_training_pairs():
+    pairs = data.load_pairs(REPO / "data" / "train" / "pairs.jsonl")
+    train_text = " ".join(pretrain.normalise(p["question"] + " " + p["answer"]) for p in pairs)
+    for statement in _held_out_statements():
+        assert pretrain.normalise(statement) not in train_text
+
+
+def test_no_held_out_statement_is_in_the_pretraining_text():
+    with gzip.open(REPO / "data" / "pretrain" / "wordnet_text.txt.gz", "rt") as fh:
+        text = pretrain.normalise(fh.read())
+    assert len(text) > 1_000_000
+    for statement in _held_out_statements():
+        assert pretrain.normalise(statement) not in text
+
+
+def test_leak_filter_drops_lines_that_contain_a_held_out_statement():
+    statement = "Pulsars are rapidly spinning neutron stars."
+    lines = ["a harmless gloss", f"quoted: {statement.upper()} end", "another gloss"]
+    kept, dropped = pretrain.drop_leaks(lines, [statement])
+    assert kept == ["a harmless gloss", "another gloss"] and dropped == 1
+
+
+def test_every_query_gold_statement_exists_in_its_corpus():
+    for domain in ["in_domain", *HELD_OUT]:
+        ids = {r["id"] for r in data.load_corpus(REPO / "data" / "corpora" / f"{domain}.jsonl")}
+        for q in data.load_queries(REPO / "data" / "queries" / f"{domain}.jsonl"):
+            assert q["gold_id"] in ids, (domain, q["id"])

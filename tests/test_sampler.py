@@ -1,0 +1,116 @@
+import pytest
+import torch
+
+from anchormask import backbone as bb
+from anchormask import generation, layout, sampler
+
+QUESTIONS = ["Which river flows into the sea?", "What is the deepest lake?", "Where is the capital city?",
+             "Which planet is the largest?"]
+ANCHORS = ["the river flows north", "the deepest lake is in the north of the world", "the capital",
+           "the largest planet of the sun"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    runtime = bb.pick_runtime("cpu")
+    backbone = bb.load_backbone(tiny_model_dir, runtime=runtime)
+    backbone.model.eval()
+    return backbone, runtime
+
+
+def requests(backbone, n=4):
+    tok = backbone.tokenizer
+    return [sampler.Request(f"q{i}", layout.prompt_ids(tok, q), layout.anchor_ids(tok, a))
+            for i, (q, a) in enumerate(zip(QUESTIONS[:n], ANCHORS[:n]))]
+
+
+@pytest.mark.parametrize("masked,steps", [(10, 4), (3, 8), (16, 16), (0, 4), (7, 1)])
+def test_schedule_commits_every_masked_position_within_the_steps(masked, steps):
+    schedule = sampler.transfer_schedule(masked, steps)
+    assert sum(schedule) == masked and len(schedule) <= steps
+    assert all(n >= 1 for n in schedule) and max(schedule, default=0) - min(schedule, default=0) <= 1
+
+
+@pytest.mark.parametrize("spec", [
+    {}, {"temperature": 1.0}, {"remasking": "random"}, {"decoding": "threshold", "threshold": 0.5},
+    {"extra_masks": 5},
+])
+def test_locked_anchor_survives_and_no_mask_is_left(tiny, spec):
+    backbone, runtime = tiny
+    settings = sampler.SamplerSettings(answer_len=16, steps=4, **spec)
+    reqs = requests(backbone)
+    results = sampler.generate(backbone, runtime, reqs, settings)
+    suppressed = set(sampler.suppressed_token_ids(backbone))
+    for req, res in zip(reqs, results):
+        assert res.slot_ids[: res.locked] == req.anchor_ids
+        assert len(res.slot_ids) == 16
+        assert not suppressed & set(res.slot_ids[res.locked:])
+        assert res.forward_passes >= 1
+
+
+def test_fixed_decoding_uses_the_configured_steps_and_threshold_no_more(tiny):
+    backbone, runtime = tiny
+    reqs = requests(backbone)
+    fixed = sampler.generate(backbone, runtime, reqs, sampler.SamplerSettings(answer_len=20, steps=5))
+    assert [r.forward_passes for r in fixed] == [5, 5, 5, 5]
+    fast = sampler.generate(backbone, runtime, reqs, sampler.SamplerSettings(
+        answer_len=20, steps=5, decoding="threshold", threshold=0.01))
+    assert all(r.forward_passes == 1 for r in fast)  # everything clears a 1% threshold at once
+
+
+def test_outputs_do_not_depend_on_batch_composition(tiny):
+    backbone, runtime = tiny
+    reqs = requests(backbone)
+    settings = sampler.SamplerSettings(answer_len=16, steps=4, temperature=0.7)
+    together = sampler.generate(backbone, runtime, reqs, settings)
+    alone = [sampler.generate(backbone, runtime, [r], settings)[0] for r in reqs]
+    assert [r.slot_ids for r in together] == [r.slot_ids for r in alone]
+
+
+def test_same_seed_same_output_other_seed_other_output(tiny):
+    backbone, runtime = tiny
+    reqs = requests(backbone)
+    make = lambda seed: [r.slot_ids for r in sampler.generate(
+        backbone, runtime, reqs, sampler.SamplerSettings(answer_len=16, steps=4, temperature=2.0, seed=seed))]
+    assert make(1) == make(1)
+    assert make(1) != make(2)
+
+
+def test_long_anchor_is_truncated_or_refused(tiny):
+    backbone, runtime = tiny
+    long = sampler.Request("q-long", layout.prompt_ids(backbone.tokenizer, "what"), list(range(5, 25)))
+    res = sampler.generate(backbone, runtime, [long], sampler.SamplerSettings(answer_len=8, steps=2))[0]
+    assert res.anchor_truncated and res.locked == 7 and res.slot_ids[:7] == list(range(5, 12))
+    with pytest.raises(sampler.AnchorTooLong, match="q-long.*answer_len"):
+        sampler.generate(backbone, runtime, [long], sampler.SamplerSettings(answer_len=8, long_anchor="fail"))
+
+
+def test_extra_masks_change_the_context_not_the_answer_length(tiny):
+    backbone, runtime = tiny
+    reqs = requests(backbone)
+    seen = []
+    sampler.generate(backbone, runtime, reqs[:1], sampler.SamplerSettings(answer_len=10, steps=2, extra_masks=3),
+                     observer=lambda obs: seen.append(obs))
+    obs = seen[-1]
+    start = int(obs.slot_start[0])
+    tail = obs.input_ids[0, start + 10: start + 13]
+    assert (tail == backbone.mask_token_id).all() and not obs.masked[0, start + 10:].any()
+    assert len(seen) == 2 and obs.attention_mask[0, : start + 13].all()
+
+
+def test_post_anchor_text_stops_at_the_end_of_answer_token():
+    res = sampler.Result("q", [7, 8, 9, 3, 10, 11], locked=2, anchor_truncated=False, forward_passes=1)
+    assert generation.post_anchor_ids(res, 3) == [9]
+    assert generation.post_anchor_ids(res, None) == [9, 3, 10, 11]
+
+
+def test_observer_sees_prefix_anchor_and_answer_positions(tiny):
+    backbone, runtime = tiny
+    reqs = requests(backbone, 2)
+    seen = []
+    sampler.generate(backbone, runtime, reqs, sampler.SamplerSettings(answer_len=12, steps=3), observer=seen.append)
+    assert [o.step for o in seen] == [0, 1, 2]
+    first = seen[0]
+    for row, req in enumerate(reqs):
+        assert int(first.slot_start[row]) == len(req.prompt_ids) and int(first.locked[row]) == len(req.anchor_ids)
+        assert int(first.masked[row].sum()) == 12 - len(req.anchor_ids)

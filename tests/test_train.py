@@ -1,0 +1,93 @@
+import json
+
+import pytest
+import torch
+
+from anchormask import backbone as bb
+from anchormask import config, io, train
+from helpers import tiny_train_settings
+
+BASE_SHA = "0" * 64
+
+
+def run_job(model_dir, pairs, out, strategy="anchor", targets="full", steps=4, **overrides):
+    job = config.AdapterJob(strategy, targets, 6, steps, 42)
+    return train.train(str(model_dir), BASE_SHA, str(pairs), job, tiny_train_settings(**overrides), str(out))
+
+
+def file_bytes(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_same_job_twice_writes_identical_bytes(tiny_model_dir, tiny_pairs, tmp_path):
+    run_job(tiny_model_dir, tiny_pairs, tmp_path / "a")
+    run_job(tiny_model_dir, tiny_pairs, tmp_path / "b")
+    first, second = file_bytes(tmp_path / "a"), file_bytes(tmp_path / "b")
+    assert set(first) == {"adapter_config.json", "adapter_model.safetensors", "train_log.tsv", "provenance.json"}
+    assert first == second
+
+
+def test_different_seed_or_strategy_changes_the_adapter(tiny_model_dir, tiny_pairs, tmp_path):
+    run_job(tiny_model_dir, tiny_pairs, tmp_path / "anchor")
+    run_job(tiny_model_dir, tiny_pairs, tmp_path / "random", strategy="random")
+    a = (tmp_path / "anchor" / "adapter_model.safetensors").read_bytes()
+    r = (tmp_path / "random" / "adapter_model.safetensors").read_bytes()
+    assert a != r
+
+
+@pytest.mark.parametrize("targets,kinds", [("full", {"q", "k", "v", "o"}), ("vo", {"v", "o"}),
+                                           ("qk", {"q", "k"})])
+def test_saved_tensors_touch_exactly_the_target_set(tiny_model_dir, tiny_pairs, tmp_path, targets, kinds):
+    record = run_job(tiny_model_dir, tiny_pairs, tmp_path / targets, targets=targets, steps=2)
+    assert train.adapter_tensor_kinds(tmp_path / targets, bb.PROJECTIONS["bert"]) == kinds
+    # rank 4 x (in 32 + out 32) per module, 2 layers, one module per kind
+    assert record["trainable_parameters"] == 4 * 64 * 2 * len(kinds)
+
+
+def test_adapter_loads_with_peft_and_changes_the_output(tiny_model_dir, tiny_pairs, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForMaskedLM
+
+    run_job(tiny_model_dir, tiny_pairs, tmp_path / "ad", steps=6)
+    base = AutoModelForMaskedLM.from_pretrained(tiny_model_dir)
+    ids = torch.tensor([[2, 10, 11, 4, 4, 3]])
+    before = base(input_ids=ids).logits
+    tuned = PeftModel.from_pretrained(base, str(tmp_path / "ad"))
+    after = tuned(input_ids=ids).logits
+    assert not torch.allclose(before, after)
+
+
+def test_training_log_has_one_row_per_step_and_masks_only_eligible(tiny_model_dir, tiny_pairs, tmp_path):
+    run_job(tiny_model_dir, tiny_pairs, tmp_path / "ad", steps=5)
+    lines = (tmp_path / "ad" / "train_log.tsv").read_text().splitlines()
+    assert lines[0].split("\t") == list(train.LOG_COLUMNS)
+    rows = [line.split("\t") for line in lines[1:]]
+    assert [int(r[0]) for r in rows] == [1, 2, 3, 4, 5]
+    assert all(0.5 <= float(r[1]) <= 0.9 for r in rows)
+    provenance = json.loads((tmp_path / "ad" / "provenance.json").read_text())
+    assert provenance["base"]["sha256"] == BASE_SHA and provenance["job"]["seed"] == 42
+    assert "torch" in provenance["versions"]
+
+
+def test_lora_target_list_that_matches_nothing_is_an_error(tiny_model_dir, monkeypatch):
+    backbone = bb.load_backbone(tiny_model_dir, runtime=bb.pick_runtime("cpu"))
+    monkeypatch.setitem(bb.PROJECTIONS, "bert", {**bb.PROJECTIONS["bert"], "v": "attention.self.nothing"})
+    with pytest.raises(train.AdapterError, match="no module matches projection kind.*v"):
+        train.attach_lora(backbone, "vo", tiny_train_settings())
+
+
+def test_pair_longer_than_seq_len_names_the_pair(tiny_model_dir, tiny_pairs, tmp_path):
+    with pytest.raises(io.InputError, match="pair-001.*train.seq_len"):
+        run_job(tiny_model_dir, tiny_pairs, tmp_path / "ad", seq_len=8)
+    assert not (tmp_path / "ad").exists()
+
+
+def test_missing_adapter_is_a_clear_error(tmp_path):
+    (tmp_path / "ad").mkdir()
+    with pytest.raises(io.InputError, match="adapter_model.safetensors.*rerun"):
+        train.check_adapter(tmp_path / "ad")
+
+
+def test_warmup_then_constant_learning_rate():
+    settings = {"lr": 0.01, "warmup_steps": 4}
+    assert [train.lr_at(s, settings) for s in range(6)] == pytest.approx([0.0025, 0.005, 0.0075, 0.01, 0.01, 0.01])
