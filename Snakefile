@@ -11,6 +11,17 @@ configfile: "config.yaml"
 
 
 include: "workflow/rules/common.smk"
+wildcard_constraints:
+    strategy="anchor|random|reverse",
+    targets="full|vo|qk",
+    size=r"[0-9]+",
+    steps=r"[0-9]+",
+    seed=r"[0-9]+",
+    domain="|".join(DOMAINS),
+    arm="|".join(ARMS),
+    figure="main|sweep|ablation",
+
+
 include: "workflow/rules/base.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/generate.smk"

@@ -32,3 +32,47 @@ def tiny_train_settings(**overrides) -> dict:
                 "threads": 1, "log_every": 2}
     settings.update(overrides)
     return settings
+
+
+def copy_repo(dest: Path) -> Path:
+    """The working tree as git sees it (tracked and untracked-but-not-ignored files), without results."""
+    import shutil
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        src = REPO / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 900):
+    import os
+    import subprocess
+    import sys
+
+    exe = Path(sys.executable).with_name("snakemake")
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    proc = subprocess.run([str(exe), *args], cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def dry_run_jobs(workdir: Path, *args: str) -> dict[str, int]:
+    """Rule -> job count from a dry run's job-stats table (empty when nothing is to be done)."""
+    proc = snakemake(workdir, "-n", *args)
+    counts: dict[str, int] = {}
+    lines = (proc.stdout + proc.stderr).splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Job stats:"):
+            for row in lines[i + 3:]:
+                parts = row.split()
+                if len(parts) != 2 or parts[0] == "total":
+                    break
+                counts[parts[0]] = int(parts[1])
+            break
+    return counts

@@ -5,10 +5,6 @@ localrules:
     headline,
 
 
-def corpus_files():
-    return [str(study_data.corpus_path(config, d)) for d in DOMAINS]
-
-
 ANALYSIS_CODE = code_digest("metric", "tables", "bootstrap", "io", "provenance")
 
 
@@ -54,16 +50,6 @@ rule aggregate_sweep:
         ENV
     script:
         "../scripts/aggregate.py"
-
-
-def statistics_settings(kind):
-    stats = config["statistics"]
-    settings = {k: stats[k] for k in ("resamples", "confidence", "seed")}
-    if kind == "comparisons":
-        settings["comparisons"] = stats["comparisons"]
-    else:
-        settings["sweep_report"] = stats.get("sweep_report", {})
-    return as_json(settings)
 
 
 rule statistics:

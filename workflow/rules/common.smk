@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from snakemake.utils import validate
@@ -25,21 +26,12 @@ ARMS = list(config["arms"])
 SWEEP = study.sweep_points(config)
 
 
-wildcard_constraints:
-    strategy="anchor|random|reverse",
-    targets="full|vo|qk",
-    size=r"[0-9]+",
-    steps=r"[0-9]+",
-    seed=r"[0-9]+",
-    domain="|".join(DOMAINS),
-    arm="|".join(ARMS),
-    figure="main|sweep|ablation",
-
-
 def code_digest(*modules):
-    """SHA-256 of the library modules a rule runs. Snakemake's code trigger sees only the
-    rule's script file, so each rule carries this digest as a param: editing a module that a
-    rule imports reruns that rule and nothing else."""
+    """SHA-256 of the library modules that a job runs.
+
+    Snakemake's code trigger sees only the script file of a job, so every job carries this
+    digest in its params; editing one module reruns exactly the jobs that import it.
+    """
     digest = hashlib.sha256()
     for name in sorted(set(modules)):
         digest.update(name.encode() + b"\0" + (PACKAGE / f"{name}.py").read_bytes())
@@ -58,7 +50,7 @@ def base_record():
 def base_files():
     from anchormask.checksum import manifest_files
 
-    return [str(p) for p in manifest_files(BASE["path"])] or [BASE["path"] + "/config.json"]
+    return [str(p) for p in manifest_files(BASE["path"])] or [os.path.join(BASE["path"], "config.json")]
 
 
 def adapter_dir(job):
@@ -72,6 +64,14 @@ def arm_adapter_dirs(wildcards):
 def sweep_adapter_dirs(wildcards):
     return [adapter_dir(j) for j in study.sweep_adapters(
         config, wildcards.strategy, int(wildcards.size), int(wildcards.steps))]
+
+
+def corpus_pattern():
+    return os.path.join(config["data"]["corpora_dir"], "{domain}.jsonl")
+
+
+def queries_pattern():
+    return os.path.join(config["data"]["queries_dir"], "{domain}.jsonl")
 
 
 def retrieval_files():
@@ -88,3 +88,17 @@ def default_targets():
         expand("results/figures/{figure}.{ext}", figure=["main", "sweep", "ablation"], ext=["pdf", "png"]),
         probe_targets(),
     ]
+
+
+def corpus_files():
+    return [str(study_data.corpus_path(config, d)) for d in DOMAINS]
+
+
+def statistics_settings(kind):
+    stats = config["statistics"]
+    settings = {k: stats[k] for k in ("resamples", "confidence", "seed")}
+    if kind == "comparisons":
+        settings["comparisons"] = stats["comparisons"]
+    else:
+        settings["sweep_report"] = stats.get("sweep_report", {})
+    return as_json(settings)

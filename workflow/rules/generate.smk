@@ -8,8 +8,8 @@ localrules:
 
 rule retrieve:
     input:
-        corpus=config["data"]["corpora_dir"] + "/{domain}.jsonl",
-        queries=config["data"]["queries_dir"] + "/{domain}.jsonl",
+        corpus=corpus_pattern(),
+        queries=queries_pattern(),
     output:
         "results/retrieval/{domain}.jsonl",
     params:

@@ -1,0 +1,65 @@
+"""The DAG as Snakemake builds it: job counts, targets by path, and errors at DAG build."""
+
+import pytest
+
+from helpers import REPO, copy_repo, dry_run_jobs, snakemake
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    return copy_repo(tmp_path_factory.mktemp("repo"))
+
+
+def test_default_dag_has_one_job_per_training_config_and_arm(repo):
+    jobs = dry_run_jobs(repo)
+    assert jobs["train_adapter"] == 17
+    assert jobs["generate_arm"] == 8 and jobs["generate_sweep"] == 12
+    assert jobs["verify_base"] == 1 and jobs["retrieve"] == 5
+    assert jobs["aggregate"] == 1 and jobs["statistics"] == 1 and jobs["figure"] == 3
+
+
+def test_sweep_figure_builds_only_what_the_sweep_needs(repo):
+    jobs = dry_run_jobs(repo, "results/figures/sweep.pdf")
+    assert set(jobs) == {"verify_base", "retrieve", "train_adapter", "generate_sweep", "aggregate_sweep",
+                         "statistics_sweep", "figure"}
+    assert jobs["train_adapter"] == 12 and jobs["generate_sweep"] == 12 and jobs["figure"] == 1
+
+
+def test_a_second_seed_doubles_the_training_jobs(repo, tmp_path):
+    overlay = tmp_path / "seeds.yaml"
+    overlay.write_text("train:\n  seeds: [42, 7]\n")
+    assert dry_run_jobs(repo, "--configfile", str(overlay))["train_adapter"] == 34
+
+
+def test_bad_config_stops_the_dag_build_naming_the_key(repo, tmp_path):
+    overlay = tmp_path / "bad.yaml"
+    overlay.write_text("generation:\n  remasking: lowest\n")
+    proc = snakemake(repo, "-n", "--configfile", str(overlay), check=False)
+    assert proc.returncode != 0
+    assert "generation.remasking" in proc.stderr + proc.stdout and "'low_confidence'" in proc.stderr + proc.stdout
+
+
+def test_malformed_corpus_line_stops_the_dag_build_naming_file_and_line(repo, tmp_path):
+    broken = copy_repo(tmp_path)
+    corpus = broken / "data" / "corpora" / "law.jsonl"
+    corpus.write_text(corpus.read_text() + '{"id": "law-999"}\n')
+    proc = snakemake(broken, "-n", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "law.jsonl: line 49: field 'text': missing" in out
+
+
+def test_wrong_checksum_fails_verification_before_any_training(tmp_path):
+    broken = copy_repo(tmp_path)
+    config = broken / "config.yaml"
+    config.write_text(config.read_text().replace("sha256: ", "sha256: " + "ab" * 32 + "  # was ", 1))
+    proc = snakemake(broken, "--cores", "1", "results/base/verified.json", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "expected " + "ab" * 32 in out and "base.sha256" in out
+    assert not (broken / "results" / "base" / "verified.json").exists()
+    assert not (broken / "results" / "adapters").exists()
+
+
+def test_lint_is_clean():
+    proc = snakemake(REPO, "--lint", check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
