@@ -228,7 +228,8 @@ def _num(x: Any, fmt: str) -> str:
 
 
 def _ratio(row: Mapping[str, Any]) -> str:
-    return f"{_num(row['ratio'], '.2f')}x [{_num(row['ratio_lo'], '.2f')}, {_num(row['ratio_hi'], '.2f')}]"
+    ratio = _num(row['ratio'], '.2f')
+    return f"{ratio}{'x' if ratio != 'n/a' else ''} [{_num(row['ratio_lo'], '.2f')}, {_num(row['ratio_hi'], '.2f')}]"
 
 
 def _diff(row: Mapping[str, Any]) -> str:
