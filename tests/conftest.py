@@ -31,3 +31,13 @@ def tiny_pairs(tmp_path_factory) -> Path:
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_study(tmp_path_factory) -> Path:
+    """A copy of the repository with the reduced study (tests/configs/tiny.yaml) run to completion."""
+    from helpers import copy_repo, snakemake
+
+    repo = copy_repo(tmp_path_factory.mktemp("tiny_study"))
+    snakemake(repo, "--cores", "2", "--configfile", "tests/configs/tiny.yaml")
+    return repo

@@ -45,9 +45,10 @@ def requests_for(tokenizer, retrieved: list[dict[str, Any]]) -> list[sampler.Req
 
 
 def generation_records(backbone: bb.Backbone, runtime: bb.Runtime, retrieved: list[dict[str, Any]],
-                       settings: sampler.SamplerSettings, identity: dict[str, Any]) -> list[dict[str, Any]]:
+                       settings: sampler.SamplerSettings, identity: dict[str, Any],
+                       on_batch=None) -> list[dict[str, Any]]:
     tok = backbone.tokenizer
-    results = sampler.generate(backbone, runtime, requests_for(tok, retrieved), settings)
+    results = sampler.generate(backbone, runtime, requests_for(tok, retrieved), settings, on_batch=on_batch)
     end_id = answer_end_id(tok)
     records = []
     for query, result in zip(retrieved, results):
@@ -74,14 +75,15 @@ def run_arm(*, arm: str, strategy: str | None, targets: str | None, adapters: li
     runtime = bb.pick_runtime(base.get("device", "auto"))
     retrieved = [rec for path in retrieval_files for rec in io.read_jsonl(path)]
     records: list[dict[str, Any]] = []
-    progress = Progress(f"generate {arm}", max(1, len(adapters)) * len(retrieved), log_every=len(retrieved),
+    progress = Progress(f"generate {arm}", max(1, len(adapters)) * len(retrieved), log_every=1,
                         unit="generation")
     for adapter in adapters or [None]:
         backbone = load_adapted(base["path"], adapter, trust_remote_code=base.get("trust_remote_code", False),
                                 runtime=runtime)
+        done = len(records)
         records += generation_records(backbone, runtime, retrieved, settings,
-                                      _identity(arm, strategy, targets, adapter, base))
-        progress.update(len(records))
+                                      _identity(arm, strategy, targets, adapter, base),
+                                      on_batch=lambda n, done=done: progress.update(done + n))
     return io.write_jsonl(out, records)
 
 

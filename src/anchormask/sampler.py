@@ -185,12 +185,17 @@ def _choose(confidence: torch.Tensor, rows: torch.Tensor, quota: torch.Tensor, s
 
 
 def generate(backbone: Backbone, runtime: Runtime, requests: list[Request], settings: SamplerSettings,
-             observer: Observer | None = None) -> list[Result]:
-    """Decode every request's answer slot; returns one Result per request, in order."""
-    results = []
+             observer: Observer | None = None, on_batch: Callable[[int], None] | None = None) -> list[Result]:
+    """Decode every request's answer slot; returns one Result per request, in order.
+
+    ``on_batch`` gets the number of requests done after each batch (progress reporting).
+    """
+    results: list[Result] = []
     for first in range(0, len(requests), settings.batch_size):
         results += _generate_batch(backbone, runtime, requests[first:first + settings.batch_size], settings,
                                    observer)
+        if on_batch is not None:
+            on_batch(len(results))
     return results
 
 

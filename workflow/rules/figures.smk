@@ -19,7 +19,7 @@ rule figure:
         pdf="results/figures/{figure}.pdf",
         png=report(
             "results/figures/{figure}.png",
-            caption="../report/{figure}.rst",
+            caption="../report/figure.rst",
             category="Figures",
         ),
     params:

@@ -1,0 +1,63 @@
+"""The reduced study run end to end: what lands in results/ and whether it holds together."""
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+from anchormask import data
+from helpers import dry_run_jobs, snakemake
+
+pytestmark = pytest.mark.slow
+
+
+def records(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_every_arm_answers_every_query_with_the_anchor_locked(tiny_study):
+    cfg = yaml.safe_load((tiny_study / "config.yaml").read_text())
+    tiny = yaml.safe_load((tiny_study / "tests" / "configs" / "tiny.yaml").read_text())
+    per_domain = tiny["data"]["max_queries_per_domain"]
+    rows = data.load_generations(tiny_study / "results" / "generations" / "all.jsonl")
+    n_queries = per_domain * (1 + len(cfg["data"]["held_out"]))
+    assert len(rows) == len(cfg["arms"]) * n_queries
+    assert {r["arm"] for r in rows} == set(cfg["arms"])
+    for r in rows:
+        assert r["generated_text"].startswith(r["statement"].lower().rstrip(".")[:20])
+        assert r["sampler"]["steps"] == tiny["generation"]["steps"]
+        assert (r["adapter_id"] is None) == (r["arm"] == "base")
+
+
+def test_generations_table_has_one_row_per_generation(tiny_study):
+    table = pd.read_parquet(tiny_study / "results" / "tables" / "generations.parquet")
+    lines = (tiny_study / "results" / "generations" / "all.jsonl").read_text().splitlines()
+    assert len(table) == len(lines)
+    assert table["overlap"].between(0, 1).all()
+    assert set(table["split"]) == {"in_domain", "held_out"}
+
+
+def test_headline_figures_and_report_exist(tiny_study):
+    headline = (tiny_study / "results" / "tables" / "headline.md").read_text()
+    assert "heldout_anchor_vs_random" in headline and "1.67x [1.51, 1.85]" in headline
+    for name in ("main", "sweep", "ablation"):
+        assert (tiny_study / "results" / "figures" / f"{name}.pdf").stat().st_size > 1000
+        assert (tiny_study / "results" / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    snakemake(tiny_study, "--configfile", "tests/configs/tiny.yaml", "--report", "results/report.html")
+    html = (tiny_study / "results" / "report.html").read_text(errors="replace")
+    assert "sweep.png" in html and "headline.md" in html
+
+
+def test_nothing_left_to_do_and_no_temporary_leftovers(tiny_study):
+    assert dry_run_jobs(tiny_study, "--configfile", "tests/configs/tiny.yaml") == {}
+    leftovers = [p for p in (tiny_study / "results").rglob(".tmp-*")]
+    assert leftovers == []
+
+
+def test_adapter_provenance_records_seed_versions_and_base(tiny_study):
+    cfg = yaml.safe_load((tiny_study / "config.yaml").read_text())
+    for folder in (tiny_study / "results" / "adapters").iterdir():
+        prov = json.loads((folder / "provenance.json").read_text())
+        assert prov["base"]["sha256"] == cfg["base"]["sha256"]
+        assert prov["job"]["id"] == folder.name and prov["versions"]["peft"]
