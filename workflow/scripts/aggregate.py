@@ -2,19 +2,13 @@
 
 import json
 import logging
-import sys
 
-from anchormask import tables
+from anchormask import runlog, tables
 
-
-def _logging(path):
-    handlers = [logging.FileHandler(path, mode="w"), logging.StreamHandler(sys.stderr)]
-    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def main(smk):
-    _logging(smk.log[0])
+    runlog.log_to(smk.log[0])
     domains = json.loads(smk.params.domains)
     corpora_paths = list(smk.input.corpora)
     if len(domains) != len(corpora_paths):

@@ -2,19 +2,13 @@
 
 import json
 import logging
-import sys
 
-from anchormask import figures, tables
+from anchormask import figures, runlog, tables
 
-
-def _logging(path):
-    handlers = [logging.FileHandler(path, mode="w"), logging.StreamHandler(sys.stderr)]
-    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def main(smk):
-    _logging(smk.log[0])
+    runlog.log_to(smk.log[0])
     which = smk.params.which
     # Optional params.settings (canonical JSON {resamples, confidence, seed}) for the per-arm CIs.
     raw = getattr(smk.params, "settings", None)

@@ -2,19 +2,13 @@
 
 import json
 import logging
-import sys
 
-from anchormask import io, tables
+from anchormask import io, runlog, tables
 
-
-def _logging(path):
-    handlers = [logging.FileHandler(path, mode="w"), logging.StreamHandler(sys.stderr)]
-    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def main(smk):
-    _logging(smk.log[0])
+    runlog.log_to(smk.log[0])
     text = tables.headline_markdown(tables.read_parquet(smk.input.comparisons), tables.read_parquet(smk.input.sweep),
                                     json.loads(smk.params.base))
     io.write_text(smk.output[0], text)

@@ -2,20 +2,14 @@
 
 import json
 import logging
-import sys
 
-from anchormask import bootstrap, tables
+from anchormask import bootstrap, runlog, tables
 from anchormask.checksum import file_sha256
 
 
-def _logging(path):
-    handlers = [logging.FileHandler(path, mode="w"), logging.StreamHandler(sys.stderr)]
-    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
 
 def main(smk):
-    _logging(smk.log[0])
+    runlog.log_to(smk.log[0])
     kind = smk.params.kind
     settings = json.loads(smk.params.settings)
     df = tables.read_parquet(smk.input[0])
