@@ -73,3 +73,22 @@ def test_shipped_base_loads_with_the_auto_classes():
     assert tokenizer.mask_token_id is not None
     assert 1_000_000 < sum(p.numel() for p in model.parameters()) < 10_000_000
     assert bb.detect_family(model) in bb.PROJECTIONS
+
+
+def test_another_architecture_loads_with_its_own_head(tmp_path):
+    from transformers import RobertaConfig, RobertaForMaskedLM
+
+    from helpers import build_tiny_model
+
+    tok_dir = build_tiny_model(tmp_path / "bert")
+    config = RobertaConfig(vocab_size=60, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                           intermediate_size=32, max_position_embeddings=40, pad_token_id=0)
+    RobertaForMaskedLM(config).save_pretrained(tmp_path / "roberta")
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(tok_dir).save_pretrained(tmp_path / "roberta")
+    loaded = bb.load_backbone(tmp_path / "roberta", runtime=bb.pick_runtime("cpu"))
+    assert loaded._split == ("roberta", "lm_head") and len(loaded.projection_modules("vo")) == 2
+    ids = torch.tensor([[2, 10, 4, 3]])
+    with torch.no_grad():
+        assert torch.allclose(loaded.logits(ids, torch.ones_like(ids)), loaded.model(input_ids=ids).logits, atol=1e-6)

@@ -83,3 +83,14 @@ def test_every_query_gold_statement_exists_in_its_corpus():
         ids = {r["id"] for r in data.load_corpus(REPO / "data" / "corpora" / f"{domain}.jsonl")}
         for q in data.load_queries(REPO / "data" / "queries" / f"{domain}.jsonl"):
             assert q["gold_id"] in ids, (domain, q["id"])
+
+
+def test_no_query_appears_in_the_training_pairs_and_in_domain_queries_are_new():
+    pairs = data.load_pairs(REPO / "data" / "train" / "pairs.jsonl")
+    questions = {pretrain.normalise(p["question"]) for p in pairs}
+    train_text = " ".join(pretrain.normalise(p["question"] + " " + p["answer"]) for p in pairs)
+    for domain in ["in_domain", *HELD_OUT]:
+        for q in data.load_queries(REPO / "data" / "queries" / f"{domain}.jsonl"):
+            assert pretrain.normalise(q["query"]) not in questions, q["id"]
+            if domain != "in_domain":
+                assert pretrain.normalise(q["query"]) not in train_text, q["id"]

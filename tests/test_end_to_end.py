@@ -61,3 +61,11 @@ def test_adapter_provenance_records_seed_versions_and_base(tiny_study):
         prov = json.loads((folder / "provenance.json").read_text())
         assert prov["base"]["sha256"] == cfg["base"]["sha256"]
         assert prov["job"]["id"] == folder.name and prov["versions"]["peft"]
+
+
+def test_regenerating_gives_byte_identical_jsonl(tiny_study):
+    target = tiny_study / "results" / "generations" / "all.jsonl"
+    before = target.read_bytes()
+    snakemake(tiny_study, "--cores", "2", "--configfile", "tests/configs/tiny.yaml", "--forcerun", "generate_arm",
+              "--", "results/generations/all.jsonl")
+    assert target.read_bytes() == before
