@@ -114,3 +114,16 @@ def test_observer_sees_prefix_anchor_and_answer_positions(tiny):
     for row, req in enumerate(reqs):
         assert int(first.slot_start[row]) == len(req.prompt_ids) and int(first.locked[row]) == len(req.anchor_ids)
         assert int(first.masked[row].sum()) == 12 - len(req.anchor_ids)
+
+
+def test_blocks_are_decoded_left_to_right_with_a_share_of_the_steps(tiny):
+    backbone, runtime = tiny
+    req = sampler.Request("q", layout.prompt_ids(backbone.tokenizer, "what"), [10, 11])
+    seen = []
+    res = sampler.generate(backbone, runtime, [req], sampler.SamplerSettings(answer_len=12, steps=6, block_len=4),
+                           observer=seen.append)[0]
+    start = len(req.prompt_ids)
+    assert res.forward_passes == 6 and len(seen) == 6  # three blocks x two steps
+    after_first_block = seen[2].masked[0, start:start + 12]
+    assert not after_first_block[:4].any() and after_first_block[4:].all()
+    assert res.slot_ids[:2] == [10, 11]

@@ -13,6 +13,9 @@ probe) stay masked throughout: they change the context, not the length of the an
 probability reaches the threshold, at least the single most confident one per step, until
 no masked position is left; it usually needs fewer forward passes.
 
+``block_len`` > 0 decodes the slot in LLaDA's semi-autoregressive blocks, left to right, each
+with an equal share of the steps; the default 0 is one block, the whole slot.
+
 Randomness (temperature > 0: Gumbel noise; ``random`` remasking) comes from one generator
 per query seeded from (seed, query id), so a query's output does not depend on which other
 queries share its batch. Logits are computed only at masked slot positions, and special
@@ -41,6 +44,7 @@ class SamplerSettings:
     threshold: float = 0.9
     long_anchor: str = "truncate"
     extra_masks: int = 0
+    block_len: int = 0
     batch_size: int = 64
     seed: int = 1234
 
@@ -50,7 +54,7 @@ class SamplerSettings:
 
     def record(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("answer_len", "steps", "temperature", "remasking", "decoding",
-                                             "threshold", "extra_masks")}
+                                             "threshold", "extra_masks", "block_len")}
 
 
 @dataclass(frozen=True)
@@ -184,6 +188,21 @@ def _choose(confidence: torch.Tensor, rows: torch.Tensor, quota: torch.Tensor, s
     return rank < quota[rows]
 
 
+def _blocks(settings: SamplerSettings, masked: torch.Tensor, starts: torch.Tensor):
+    """LLaDA's semi-autoregressive blocks: (positions of block j still to decide, its steps).
+
+    ``block_len: 0`` makes the whole answer slot one block (plain diffusion decoding). Each block
+    gets an equal share of the denoising steps; positions after the current block stay masked
+    and visible to the model.
+    """
+    width = settings.block_len or settings.answer_len
+    n_blocks = -(-settings.answer_len // width)
+    steps = max(1, settings.steps // n_blocks)
+    offset = torch.arange(masked.shape[1])[None, :] - starts[:, None]
+    for j in range(n_blocks):
+        yield masked & (offset >= j * width) & (offset < (j + 1) * width), steps
+
+
 def generate(backbone: Backbone, runtime: Runtime, requests: list[Request], settings: SamplerSettings,
              observer: Observer | None = None, on_batch: Callable[[int], None] | None = None) -> list[Result]:
     """Decode every request's answer slot; returns one Result per request, in order.
@@ -205,27 +224,31 @@ def _generate_batch(backbone: Backbone, runtime: Runtime, requests: list[Request
     pad_id = getattr(backbone.tokenizer, "pad_token_id", None) or 0
     ids, attention, masked, starts, locks = _build_batch(requests, settings, backbone.mask_token_id, pad_id)
     generators = [query_generator(settings.seed, r.query_id) for r in requests]
-    schedules = [transfer_schedule(int(n), settings.steps) for n in masked.sum(1)]
     suppressed = torch.tensor(suppressed_token_ids(backbone))
     passes = torch.zeros(len(requests), dtype=torch.long)
+    locked = torch.tensor([lk[0] for lk in locks])
     step = 0
-    while masked.any():
-        if observer is not None:
-            observer(Observation(step, ids.clone(), attention, starts, torch.tensor([lk[0] for lk in locks]),
-                                 settings.answer_len, masked.clone(), tuple(r.query_id for r in requests)))
-        active = masked.any(1)
-        passes += active.long()
-        with runtime.autocast():
-            hidden = backbone.hidden_states(ids.to(runtime.device), attention.to(runtime.device))
-            rows, cols = masked.nonzero(as_tuple=True)
-            logits = backbone.logits_from_hidden(hidden[rows.to(runtime.device), cols.to(runtime.device)])
-        logits = logits.float().cpu()
-        logits[:, suppressed] = float("-inf")
-        tokens, confidence = _propose(logits, settings, generators, rows)
-        quota = torch.tensor([s[step] if step < len(s) else 0 for s in schedules])
-        commit = _choose(confidence, rows, quota, settings, len(requests))
-        ids[rows[commit], cols[commit]] = tokens[commit]
-        masked[rows[commit], cols[commit]] = False
-        step += 1
+    for block, steps in _blocks(settings, masked, starts):
+        schedules = [transfer_schedule(int(n), steps) for n in block.sum(1)]
+        block_step = 0
+        while block.any():
+            if observer is not None:
+                observer(Observation(step, ids.clone(), attention, starts, locked, settings.answer_len,
+                                     masked.clone(), tuple(r.query_id for r in requests)))
+            passes += block.any(1).long()
+            rows, cols = block.nonzero(as_tuple=True)
+            with runtime.autocast():
+                hidden = backbone.hidden_states(ids.to(runtime.device), attention.to(runtime.device))
+                logits = backbone.logits_from_hidden(hidden[rows.to(runtime.device), cols.to(runtime.device)])
+            logits = logits.float().cpu()
+            logits[:, suppressed] = float("-inf")
+            tokens, confidence = _propose(logits, settings, generators, rows)
+            quota = torch.tensor([s[block_step] if block_step < len(s) else 0 for s in schedules])
+            commit = _choose(confidence, rows, quota, settings, len(requests))
+            ids[rows[commit], cols[commit]] = tokens[commit]
+            masked[rows[commit], cols[commit]] = False
+            block[rows[commit], cols[commit]] = False
+            step += 1
+            block_step += 1
     return [Result(r.query_id, ids[i, int(starts[i]):int(starts[i]) + settings.answer_len].tolist(),
                    locks[i][0], locks[i][1], int(passes[i])) for i, r in enumerate(requests)]
