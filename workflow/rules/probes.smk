@@ -1,5 +1,203 @@
-# Mechanism probes: attention mass, LoRA weight allocation, mask-count robustness.
+# Mechanism probes (PROTOCOL "Mechanism probes", seed 002): attention mass, LoRA weight
+# allocation, mask-count robustness, and results/probes/summary.md. Config: the optional
+# top-level `probes: {attention_arms: [...], maskcount_k: [...]}`. Rules only: the default
+# target list, probe_targets(), lives in common.smk (snakemake --lint wants functions there).
 
 
-def probe_targets():
-    return []
+localrules:
+    probe_summary,
+
+
+PROBES = config.get("probes") or {}
+ADAPTER_ARMS = [a for a in ARMS if config["arms"][a]["strategy"] is not None]
+ATTENTION_ARMS = list(PROBES.get("attention_arms", [a for a in (
+    "base", "anchor", "random", "anchor-vo", "anchor-qk", "random-vo", "random-qk") if a in ARMS]))
+MASKCOUNT_K = sorted(set(int(k) for k in PROBES.get("maskcount_k", [0, 8, 16, 32])))
+MASKCOUNT_ARMS = [a for a in ("base", "anchor", "random") if a in ARMS]
+_UNKNOWN_ARMS = [a for a in ATTENTION_ARMS if a not in ARMS]
+if _UNKNOWN_ARMS:
+    raise ValueError(f"config.yaml: probes.attention_arms: unknown arm(s) {', '.join(_UNKNOWN_ARMS)}; "
+                     f"arms: {', '.join(ARMS)}")
+PROBE_CODE = ("probes", "tables", "metric", "checksum", "io")
+PROBE_FILES = {
+    "comparisons": "results/stats/comparisons.parquet",
+    "attention": "results/probes/attention.parquet",
+    "attention_figure": "results/probes/attention.pdf",
+    "lora": "results/probes/lora_shares.parquet",
+    "lora_layers": "results/probes/lora_norms.parquet",
+    "lora_figure": "results/probes/lora_norms.pdf",
+    "maskcount": "results/probes/maskcount.parquet",
+    "maskcount_md": "results/probes/maskcount.md",
+    "maskcount_figure": "results/probes/maskcount.pdf",
+    "ablation": "results/figures/ablation.pdf",
+}
+ATTENTION_SPECS = [{"arm": a, **config["arms"][a], "adapters": [adapter_dir(j) for j in study.arm_adapters(config, a)]}
+                   for a in ATTENTION_ARMS]
+LORA_SPECS = [{"arm": a, "strategy": config["arms"][a]["strategy"], "targets": config["arms"][a]["targets"],
+               "path": adapter_dir(j)} for a in ADAPTER_ARMS for j in study.arm_adapters(config, a)]
+MASKCOUNT_RUNS = [(a, k) for a in MASKCOUNT_ARMS for k in MASKCOUNT_K]
+# k equal to generation.extra_masks is the arm's main generation (same settings, same bytes): reused.
+MASKCOUNT_FILES = [f"results/generations/{a}.jsonl" if k == config["generation"].get("extra_masks", 0)
+                   else f"results/probes/maskcount/{a}_k{k}.jsonl" for a, k in MASKCOUNT_RUNS]
+
+
+rule probe_attention:
+    input:
+        verified=VERIFIED,
+        retrieval=retrieval_files(),
+        adapters=[d for spec in ATTENTION_SPECS for d in spec["adapters"]],
+    output:
+        table="results/probes/attention.parquet",
+        pdf="results/probes/attention.pdf",
+        png=report(
+            "results/probes/attention.png",
+            caption="../report/probe_attention.rst",
+            category="Probes",
+        ),
+    params:
+        arms=as_json(ATTENTION_SPECS),
+        sampler=as_json(config["generation"]),
+        base=as_json(base_record()),
+        code=code_digest(*PROBE_CODE, "generation", "sampler", "layout", "backbone", "train", "provenance",
+                         "progress", "figures"),
+    log:
+        "results/logs/probes/attention.log",
+    benchmark:
+        "results/benchmarks/probes/attention.tsv"
+    threads: config["generation"]["threads"]
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    conda:
+        ENV
+    script:
+        "../scripts/probe_attention.py"
+
+
+rule probe_lora:
+    input:
+        adapters=[spec["path"] for spec in LORA_SPECS],
+    output:
+        layers="results/probes/lora_norms.parquet",
+        table="results/probes/lora_shares.parquet",
+        pdf="results/probes/lora_norms.pdf",
+        png=report(
+            "results/probes/lora_norms.png",
+            caption="../report/probe_lora.rst",
+            category="Probes",
+        ),
+    params:
+        adapters=as_json(LORA_SPECS),
+        code=code_digest(*PROBE_CODE, "backbone", "figures"),
+    log:
+        "results/logs/probes/lora.log",
+    benchmark:
+        "results/benchmarks/probes/lora.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        ENV
+    script:
+        "../scripts/probe_lora.py"
+
+
+rule probe_maskcount_generate:
+    input:
+        verified=VERIFIED,
+        retrieval=retrieval_files(),
+        adapters=arm_adapter_dirs,
+    output:
+        "results/probes/maskcount/{arm}_k{k}.jsonl",
+    wildcard_constraints:
+        k=r"[0-9]+",
+    params:
+        arm=lambda wc: as_json({"arm": wc.arm, **config["arms"][wc.arm]}),
+        sampler=lambda wc: as_json({**config["generation"], "extra_masks": int(wc.k)}),
+        base=as_json(base_record()),
+        code=GENERATION_CODE,
+    log:
+        "results/logs/probes/maskcount_{arm}_k{k}.log",
+    benchmark:
+        "results/benchmarks/probes/maskcount_{arm}_k{k}.tsv"
+    threads: config["generation"]["threads"]
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    conda:
+        ENV
+    script:
+        "../scripts/generate.py"
+
+
+rule probe_maskcount:
+    input:
+        generations=MASKCOUNT_FILES,
+        corpora=corpus_files(),
+    output:
+        table="results/probes/maskcount.parquet",
+        md="results/probes/maskcount.md",
+        pdf="results/probes/maskcount.pdf",
+        png=report(
+            "results/probes/maskcount.png",
+            caption="../report/probe_maskcount.rst",
+            category="Probes",
+        ),
+    params:
+        files=as_json([[a, k] for a, k in MASKCOUNT_RUNS]),
+        domains=as_json(DOMAINS),
+        settings=as_json({k: config["statistics"][k] for k in ("resamples", "confidence", "seed")}),
+        code=code_digest(*PROBE_CODE, "bootstrap", "figures"),
+    log:
+        "results/logs/probes/maskcount.log",
+    benchmark:
+        "results/benchmarks/probes/maskcount.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        ENV
+    script:
+        "../scripts/probe_maskcount.py"
+
+
+rule probe_summary:
+    input:
+        comparisons=PROBE_FILES["comparisons"],
+        ablation=PROBE_FILES["ablation"],
+        attention=[PROBE_FILES["attention"]] if ATTENTION_ARMS else [],
+        lora=[PROBE_FILES["lora"]] if ADAPTER_ARMS else [],
+        maskcount=[PROBE_FILES["maskcount"]] if MASKCOUNT_RUNS else [],
+    output:
+        report(
+            "results/probes/summary.md",
+            caption="../report/probe_summary.rst",
+            category="Probes",
+        ),
+    params:
+        arms=as_json(config["arms"]),
+        paths=as_json(PROBE_FILES),
+        code=code_digest(*PROBE_CODE, "figures", "bootstrap"),
+    log:
+        "results/logs/probes/summary.log",
+    benchmark:
+        "results/benchmarks/probes/summary.tsv"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    conda:
+        ENV
+    script:
+        "../scripts/probe_summary.py"
+
+
+
+# The probes' part of the default target (called by default_targets() in common.smk). A lambda,
+# not a def: snakemake --lint flags a file that holds both a def and a rule.
+probe_targets = lambda: (
+    ["results/probes/summary.md"]
+    + (["results/probes/attention.pdf", "results/probes/attention.png"] if ATTENTION_ARMS else [])
+    + (["results/probes/lora_norms.pdf", "results/probes/lora_norms.png"] if ADAPTER_ARMS else [])
+    + (["results/probes/maskcount.md", "results/probes/maskcount.pdf", "results/probes/maskcount.png"]
+       if MASKCOUNT_RUNS else [])
+)

@@ -1,0 +1,21 @@
+"""Snakemake script: LoRA adapters -> ||delta W||_F per kind and layer (Parquet) and the figure."""
+
+import json
+import logging
+
+from anchormask import probes, runlog, tables
+
+
+def main(smk):
+    runlog.log_to(smk.log[0])
+    adapters = json.loads(smk.params.adapters)
+    layers = probes.lora_layers_table(adapters)
+    tables.write_parquet(layers, smk.output.layers, probes.LORA_LAYERS_SCHEMA)
+    shares = probes.lora_share_table(layers)
+    tables.write_parquet(shares, smk.output.table, probes.LORA_SCHEMA)
+    probes.lora_figure(layers, smk.output.pdf, smk.output.png)
+    for row in shares.to_dict("records"):
+        logging.info("%s %s: ||dW||_F %.4f, share %.3f", row["arm"], row["kind"], row["fro_norm"], row["share"])
+
+
+main(snakemake)  # noqa: F821
