@@ -216,3 +216,52 @@ def _jsonable(obj: Any) -> Any:
 
 def python() -> str:
     return sys.executable
+
+
+# --------------------------------------------------------------------------- shared within one run
+
+#: adapters trained during this run: name -> (path, manifest hash of the base it was trained on)
+ADAPTERS: dict[str, tuple[Path, str]] = {}
+_CLEANUP: list[Path] = []
+
+
+def register_cleanup(path: Path) -> None:
+    import atexit
+    import shutil
+
+    if not _CLEANUP:
+        atexit.register(lambda: [shutil.rmtree(p, ignore_errors=True) for p in _CLEANUP])
+    _CLEANUP.append(path)
+
+
+def default_adapter(cfg: dict[str, Any], threads: int) -> tuple[Path, str]:
+    """The default anchor / full adapter on the current base: this run's, the pipeline's, or trained now.
+
+    Returns (path, where it came from). The pipeline's results/adapters/ copy is used only when
+    its provenance names the base checkpoint that data/base holds now.
+    """
+    import tempfile
+
+    from anchormask import checksum, config, train
+
+    base_sha = checksum.directory_sha256(base_dir(cfg))
+    if "anchor_default" in ADAPTERS and ADAPTERS["anchor_default"][1] == base_sha:
+        return ADAPTERS["anchor_default"][0], "trained by this run's memory benchmark"
+    size, steps, seed = cfg["train"]["default"]["size"], cfg["train"]["default"]["steps"], cfg["train"]["seeds"][0]
+    job = config.AdapterJob("anchor", "full", size, steps, seed)
+    pipeline = REPO / job.path
+    try:
+        if json.loads((pipeline / "provenance.json").read_text())["base"]["sha256"] == base_sha:
+            return pipeline, f"the pipeline's {job.path}"
+    except (OSError, KeyError, ValueError):
+        pass
+    import torch
+
+    work = Path(tempfile.mkdtemp(prefix="anchormask-bench-adapter-"))
+    register_cleanup(work)
+    settings = config.train_settings(cfg, "anchor") | {"threads": threads}
+    train.train(str(base_dir(cfg)), base_sha, str(repo_path(cfg["data"]["pairs"])), job, settings, str(work / job.id),
+                device="cpu")
+    torch.set_num_threads(threads)
+    ADAPTERS["anchor_default"] = (work / job.id, base_sha)
+    return work / job.id, f"trained now ({job.id})"

@@ -12,7 +12,8 @@ task (position classes, which token ids may not be proposed).
 * ``reference_generate``: one query at a time, LLaDA's ``generate.py`` loop: a full forward
   per step over the whole sequence, Gumbel noise in float64 (skipped at temperature 0, as in
   LLaDA), the float64 softmax over the full vocabulary at every position, confidence -inf
-  outside the answer slot, LLaDA's transfer schedule, the k most confident committed.
+  outside the current block (the whole answer slot unless ``block_len`` is set), LLaDA's
+  transfer schedule, the k most confident committed.
 """
 
 from __future__ import annotations
@@ -66,35 +67,45 @@ def num_transfer_tokens(masked: int, steps: int) -> list[int]:
 @torch.no_grad()
 def reference_generate(model, prompt_ids: list[int], anchor_ids: list[int], *, answer_len: int, steps: int,
                        mask_id: int, suppressed: list[int], temperature: float = 0.0, extra_masks: int = 0,
-                       generator: torch.Generator | None = None) -> tuple[list[int], int]:
+                       block_len: int = 0, generator: torch.Generator | None = None) -> tuple[list[int], int]:
     """One query: the answer slot's token ids and the number of forward passes run.
 
     The anchor is locked as the project specifies (cut to answer_len - 1 tokens when it does
     not fit); ``suppressed`` token ids are never proposed (-inf logits). Ties in confidence go
     to the earlier position (a stable sort; ``torch.topk`` leaves the order of ties open).
-    Steps whose quota is 0 (fewer masked positions than steps) would change nothing, so the
-    loop stops once the slot is decided; LLaDA would still run them.
+    Steps whose quota is 0 (fewer masked positions than steps) would change nothing, so a
+    block's loop stops once the block is decided; LLaDA would still run them.
+
+    ``block_len`` > 0: LLaDA's semi-autoregressive blocks of that many slot positions (counted
+    from the slot's start, the locked anchor included), left to right, each with
+    steps // n_blocks steps (at least 1); 0 makes the whole slot one block.
     """
     anchor = anchor_ids if len(anchor_ids) < answer_len else anchor_ids[: answer_len - 1]
     start = len(prompt_ids)
     lo, hi = start + len(anchor), start + answer_len
     x = torch.tensor([prompt_ids + anchor + [mask_id] * (answer_len - len(anchor) + extra_masks)])
-    schedule = num_transfer_tokens(hi - lo, steps)
+    width = block_len or answer_len
+    num_blocks = -(-answer_len // width)
+    block_steps = max(1, steps // num_blocks)
     passes = 0
-    for i in range(steps):
-        mask_index = x == mask_id
-        mask_index[:, :lo] = False
-        mask_index[:, hi:] = False                       # the extra masks stay masked
-        if not mask_index.any():
-            break
-        logits = model(input_ids=x).logits               # full forward, every position
-        passes += 1
-        logits[..., suppressed] = float("-inf")
-        x0 = torch.argmax(add_gumbel_noise(logits, temperature, generator), dim=-1)
-        p = F.softmax(logits.to(torch.float64), dim=-1)  # full vocabulary, every position
-        x0_p = torch.gather(p, -1, x0[..., None]).squeeze(-1)
-        x0 = torch.where(mask_index, x0, x)
-        confidence = torch.where(mask_index, x0_p, torch.tensor(float("-inf"), dtype=torch.float64))
-        order = torch.sort(confidence[0], descending=True, stable=True).indices[: schedule[i]]
-        x[0, order] = x0[0, order]
+    for j in range(num_blocks):
+        block_lo, block_hi = max(lo, start + j * width), min(hi, start + (j + 1) * width)
+        block_mask_index = x[:, block_lo:block_hi] == mask_id
+        schedule = num_transfer_tokens(int(block_mask_index.sum()), block_steps)
+        for i in range(block_steps):
+            mask_index = x == mask_id
+            mask_index[:, :block_lo] = False
+            mask_index[:, block_hi:] = False                 # later blocks and the extra masks wait
+            if not mask_index.any():
+                break
+            logits = model(input_ids=x).logits               # full forward, every position
+            passes += 1
+            logits[..., suppressed] = float("-inf")
+            x0 = torch.argmax(add_gumbel_noise(logits, temperature, generator), dim=-1)
+            p = F.softmax(logits.to(torch.float64), dim=-1)  # full vocabulary, every position
+            x0_p = torch.gather(p, -1, x0[..., None]).squeeze(-1)
+            x0 = torch.where(mask_index, x0, x)
+            confidence = torch.where(mask_index, x0_p, torch.tensor(float("-inf"), dtype=torch.float64))
+            order = torch.sort(confidence[0], descending=True, stable=True).indices[: schedule[i]]
+            x[0, order] = x0[0, order]
     return x[0, start:start + answer_len].tolist(), passes

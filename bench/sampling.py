@@ -1,0 +1,238 @@
+"""2. Sampler throughput: anchormask.sampler.generate (batched) against a one-query-at-a-time
+LLaDA-style loop (bench.reference.reference_generate), on the study's 63 retrieved queries.
+
+The model is the anchor arm's: the default anchor / full adapter trained on the current
+data/base (by this run's memory benchmark, or now), merged into the base as the generation
+jobs do. Greedy decoding (temperature 0) with the configured answer_len, steps and
+remasking; the two samplers must write identical tokens for every query (asserted). The
+project's sampler runs once untimed (warm-up), then four times: before, between and after the three thirds of the
+reference. Its time is the mean of the four runs, so drift on a shared machine falls on both
+sides. Then, separately, ``decoding: threshold``: forward passes and wall time against fixed,
+and how the mean corpus_overlap of the post-anchor text moves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from bench import common, flops
+from bench.common import Line, say
+from bench.reference import reference_generate
+
+
+class ForwardClock:
+    """Times and counts the backbone's forward calls during generate(), and their matmul FLOPs.
+
+    The FLOPs come from the shapes actually run: the encoder over the batch's (rows, width),
+    the vocabulary head over the positions it is given.
+    """
+
+    def __init__(self, backbone):
+        self.seconds, self.calls, self.flops = 0.0, 0, 0
+        self.backbone = backbone
+        self.shape = flops.Shape.of(backbone.model)
+        self.originals = (backbone.hidden_states, backbone.logits_from_hidden)
+
+    def __enter__(self):
+        hidden, head = self.originals
+
+        def timed_hidden(input_ids, attention_mask):
+            t = time.perf_counter()
+            try:
+                return hidden(input_ids, attention_mask)
+            finally:
+                self.seconds += time.perf_counter() - t
+                self.calls += 1
+                rows, width = input_ids.shape
+                self.flops += (flops.encoder_linear(self.shape, rows * width)
+                               + flops.encoder_attention(self.shape, rows, width))
+
+        def timed_head(h):
+            t = time.perf_counter()
+            try:
+                return head(h)
+            finally:
+                self.seconds += time.perf_counter() - t
+                self.flops += flops.head(self.shape, h.shape[0])
+
+        self.backbone.hidden_states, self.backbone.logits_from_hidden = timed_hidden, timed_head
+        return self
+
+    def __exit__(self, *exc):
+        del self.backbone.hidden_states, self.backbone.logits_from_hidden  # back to the class's methods
+        return False
+
+
+def run_reference(backbone, requests, settings, suppressed) -> tuple[list[list[int]], int, int]:
+    shape = flops.Shape.of(backbone.model)
+    outputs, passes, total_flops = [], 0, 0
+    for req in requests:
+        slot, n = reference_generate(backbone.model, req.prompt_ids, req.anchor_ids, answer_len=settings.answer_len,
+                                     steps=settings.steps, mask_id=backbone.mask_token_id, suppressed=suppressed,
+                                     temperature=0.0, extra_masks=settings.extra_masks,
+                                     block_len=getattr(settings, "block_len", 0))
+        width = len(req.prompt_ids) + settings.answer_len + settings.extra_masks
+        outputs.append(slot)
+        passes += n
+        total_flops += n * flops.forward(shape, 1, width, width)
+    return outputs, passes, total_flops
+
+
+def run(threads: int = 2) -> tuple[dict, list[Line]]:
+    import torch
+
+    from anchormask import backbone as bb
+    from anchormask import bootstrap, generation, metric, sampler, tables
+
+    cfg = common.load_config()
+    common.set_threads(threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)  # as every generation job runs
+    rate = common.matmul_rate(threads)
+    say(f"sampler: matmul rate {rate['gflops_median']:.1f} GFLOP/s (fp32 {rate['n']}^3, {threads} threads)")
+    settings = dataclasses.replace(sampler.SamplerSettings.from_config(cfg["generation"]), temperature=0.0,
+                                   decoding="fixed")
+    runtime = bb.pick_runtime("cpu")
+    adapter, adapter_source = common.default_adapter(cfg, threads)
+    say(f"sampler: arm anchor, adapter {adapter_source}")
+    backbone = generation.load_adapted(str(common.base_dir(cfg)), str(adapter), trust_remote_code=False,
+                                       runtime=runtime)
+    retrieved = common.retrieved_queries(cfg)
+    requests = generation.requests_for(backbone.tokenizer, retrieved)
+    suppressed = sampler.suppressed_token_ids(backbone)
+    n = len(requests)
+
+    warm = sampler.generate(backbone, runtime, requests, settings)  # warm-up
+    reference_generate(backbone.model, requests[0].prompt_ids, requests[0].anchor_ids, answer_len=settings.answer_len,
+                       steps=2, mask_id=backbone.mask_token_id, suppressed=suppressed)  # warm-up
+
+    def timed_project(s):
+        with ForwardClock(backbone) as clock:
+            t = time.perf_counter()
+            res = sampler.generate(backbone, runtime, requests, s)
+            wall = time.perf_counter() - t
+        return res, wall, clock
+
+    # project, reference third, project, reference third, ...: load drift falls on both sides
+    runs, ref_out, ref_passes, ref_flops, ref_wall = [], [], 0, 0, 0.0
+    chunks = 3
+    bounds = [round(i * n / chunks) for i in range(chunks + 1)]
+    for c in range(chunks + 1):
+        runs.append(timed_project(settings))
+        say(f"sampler: project   run {c + 1}   {runs[-1][1]:7.2f} s ({runs[-1][2].calls} batch forward passes, "
+            f"{runs[-1][2].seconds:.2f} s in them)")
+        if c == chunks:
+            break
+        t = time.perf_counter()
+        out, passes, fl = run_reference(backbone, requests[bounds[c]:bounds[c + 1]], settings, suppressed)
+        dt = time.perf_counter() - t
+        ref_out += out
+        ref_passes += passes
+        ref_flops += fl
+        ref_wall += dt
+        say(f"sampler: reference queries {bounds[c] + 1}-{bounds[c + 1]}: {dt:7.2f} s ({passes} forward passes, "
+            f"one query at a time)")
+    project_wall = sum(r[1] for r in runs) / len(runs)
+    forward_wall = sum(r[2].seconds for r in runs) / len(runs)
+    res_a, clock_a = runs[0][0], runs[0][2]
+    project_flops = clock_a.flops  # the same passes every run (greedy, deterministic)
+
+    mismatched = [r.query_id for r, ref in zip(res_a, ref_out) if r.slot_ids != ref]
+    unstable = sorted({r.query_id for run_ in runs for r, w in zip(run_[0], warm) if r.slot_ids != w.slot_ids})
+    speedup = ref_wall / project_wall
+    project_gflops = project_flops / project_wall / 1e9
+    fraction = project_gflops / rate["gflops_median"]
+    in_forward_fraction = project_flops / forward_wall / 1e9 / rate["gflops_median"]
+    say(f"sampler: {n / project_wall:.2f} vs {n / ref_wall:.2f} generations/s; project forward passes "
+        f"{project_gflops:.1f} GFLOP/s over the whole generate() ({100 * fraction:.0f}% of the matmul rate), "
+        f"{project_flops / forward_wall / 1e9:.1f} GFLOP/s inside the forward calls; "
+        f"identical tokens: {not mismatched} ({n - len(mismatched)}/{n})")
+
+    # threshold decoding against fixed
+    th_settings = dataclasses.replace(settings, decoding="threshold")
+    th_res, th_wall, th_clock = timed_project(th_settings)
+    end_id = generation.answer_end_id(backbone.tokenizer)
+    corpora = {d: common.repo_path(str(p)) for d, p in
+               ((d, common.repo_path(cfg["data"]["corpora_dir"]) / f"{d}.jsonl") for d in {r["domain"] for r in retrieved})}
+    vocabs = tables.load_vocabularies(corpora)
+
+    def overlaps(results) -> tuple[np.ndarray, list[str]]:
+        texts = [backbone.tokenizer.decode(generation.post_anchor_ids(r, end_id), skip_special_tokens=True)
+                 for r in results]
+        return np.array([metric.score(t, vocabs[q["domain"]]).overlap for t, q in zip(texts, retrieved)]), texts
+
+    fixed_ov, fixed_texts = overlaps(res_a)
+    th_ov, th_texts = overlaps(th_res)
+    boot = bootstrap.paired_bootstrap(th_ov, fixed_ov, cfg["statistics"]["resamples"], cfg["statistics"]["confidence"],
+                                      np.random.default_rng(cfg["statistics"]["seed"]))
+    fixed_query_passes = sum(r.forward_passes for r in res_a)
+    th_query_passes = sum(r.forward_passes for r in th_res)
+    threshold = {
+        "threshold": th_settings.threshold,
+        "batch_forward_passes": {"fixed": clock_a.calls, "threshold": th_clock.calls},
+        "query_forward_passes": {"fixed": fixed_query_passes, "threshold": th_query_passes,
+                                 "saved": fixed_query_passes - th_query_passes,
+                                 "saved_fraction": round(1 - th_query_passes / fixed_query_passes, 4)},
+        # every pass committing just the one forced (most confident) token: no prediction reached the threshold
+        "one_commit_per_pass": th_query_passes == sum(settings.answer_len - r.locked for r in th_res),
+        "per_query_passes_threshold": {"min": min(r.forward_passes for r in th_res),
+                                       "median": float(np.median([r.forward_passes for r in th_res])),
+                                       "max": max(r.forward_passes for r in th_res)},
+        "wall_s": {"fixed": round(project_wall, 3), "threshold": round(th_wall, 3),
+                   "saved": round(project_wall - th_wall, 3), "saved_fraction": round(1 - th_wall / project_wall, 4)},
+        "mean_corpus_overlap": {"fixed": float(fixed_ov.mean()), "threshold": float(th_ov.mean()),
+                                "diff": float(th_ov.mean() - fixed_ov.mean()),
+                                "diff_ci95": [boot["diff_lo"], boot["diff_hi"]],
+                                "queries_with_changed_text": int(sum(a != b for a, b in zip(fixed_texts, th_texts))),
+                                "queries_with_word_tokens": {"fixed": int(sum(bool(metric.word_tokens(t)) for t in fixed_texts)),
+                                                             "threshold": int(sum(bool(metric.word_tokens(t)) for t in th_texts))}},
+    }
+    say(f"sampler: threshold {th_settings.threshold}: {th_clock.calls} vs {clock_a.calls} batch forward passes, "
+        f"{th_query_passes} vs {fixed_query_passes} per-query passes"
+        f"{' (one commit per pass: no prediction reached the threshold)' if threshold['one_commit_per_pass'] else ''}, "
+        f"{th_wall:.2f} vs {project_wall:.2f} s; "
+        f"mean corpus_overlap {th_ov.mean():.4f} vs {fixed_ov.mean():.4f} "
+        f"(diff {th_ov.mean() - fixed_ov.mean():+.4f}, 95% CI [{boot['diff_lo']:+.4f}, {boot['diff_hi']:+.4f}]); "
+        f"post-anchor texts with any word token: {threshold['mean_corpus_overlap']['queries_with_word_tokens']['threshold']} "
+        f"vs {threshold['mean_corpus_overlap']['queries_with_word_tokens']['fixed']} of {n}")
+
+    payload = {
+        "benchmark": "sampler",
+        "description": "generations/s of anchormask.sampler.generate (one batch) vs a one-query-at-a-time LLaDA-style "
+                       "generate() (full forward per step, float64 softmax over the full vocabulary at every position)",
+        "queries": n, "settings": settings.record() | {"batch_size": settings.batch_size},
+        "matmul_rate": rate,
+        "arm": "anchor", "adapter": adapter_source,
+        "project": {"wall_s_runs": [round(r[1], 3) for r in runs], "wall_s": round(project_wall, 3),
+                    "generations_per_s": round(n / project_wall, 3), "batch_forward_passes": clock_a.calls,
+                    "query_forward_passes": fixed_query_passes,
+                    "forward_flops": project_flops, "gflops_per_s": round(project_gflops, 3),
+                    "matmul_fraction": round(fraction, 4), "seconds_in_forward": round(forward_wall, 3),
+                    "matmul_fraction_inside_forward": round(in_forward_fraction, 4)},
+        "reference": {"wall_s": round(ref_wall, 3), "generations_per_s": round(n / ref_wall, 3),
+                      "forward_passes": ref_passes, "forward_flops": ref_flops,
+                      "gflops_per_s": round(ref_flops / ref_wall / 1e9, 3),
+                      "matmul_fraction": round(ref_flops / ref_wall / 1e9 / rate["gflops_median"], 4)},
+        "identical_tokens": not mismatched, "mismatched_queries": mismatched,
+        "project_runs_identical": not unstable,
+        "speedup": round(speedup, 3), "target_speedup": 3.0, "target_matmul_fraction": 0.5,
+        "threshold_decoding": threshold,
+    }
+    lines = [
+        Line("sampler.matmul_fraction", 100 * fraction, "%", 50.0,
+             note=f"{project_gflops:.1f} of {rate['gflops_median']:.1f} GFLOP/s over generate(); "
+                  f"{100 * in_forward_fraction:.0f}% inside the forward calls"),
+        Line("sampler.threshold_passes", 100 * threshold["query_forward_passes"]["saved_fraction"], "% saved", None,
+             note=f"wall {100 * threshold['wall_s']['saved_fraction']:+.0f}% saved; overlap "
+                  f"{threshold['mean_corpus_overlap']['diff']:+.4f}"),
+        Line("sampler.speedup", speedup, "x", 3.0,
+             note=f"{n / project_wall:.2f} vs {n / ref_wall:.2f} generations/s"),
+    ]
+    if mismatched:  # the numbers above are printed and returned first; then the benchmark fails loudly
+        for line in lines:
+            say(line.format())
+        raise AssertionError(f"project and reference samplers differ on {len(mismatched)}/{n} queries: "
+                             f"{mismatched[:10]}")
+    return payload, lines

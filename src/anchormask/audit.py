@@ -1,0 +1,167 @@
+"""Audit manifests of a results tree: what bytes each output holds and what made it.
+
+Why: "rerunning a changed config reruns exactly what depends on it" is a claim about bytes.
+A manifest records, for every output under results/, its SHA-256 (a directory output, such
+as an adapter, by its manifest hash, see :mod:`anchormask.checksum`) together with what
+Snakemake recorded for the job that wrote it (rule, params and code hashes, inputs), so two
+manifests taken before and after a rerun show which outputs really changed.
+
+Logs and benchmarks are listed but marked volatile: they hold timings and timestamps and
+differ on every run by design, so a comparison reports them apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from base64 import urlsafe_b64decode
+from pathlib import Path
+from typing import Any
+
+from anchormask.checksum import directory_manifest, file_sha256, manifest_sha256
+
+FORMAT = 1
+VOLATILE_DIRS = ("logs", "benchmarks")
+METADATA_DIR = Path(".snakemake") / "metadata"
+
+
+def _text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def snakemake_records(workdir: str | os.PathLike[str] = ".") -> dict[str, dict[str, Any]]:
+    """Output path -> Snakemake's metadata record for it.
+
+    Snakemake 9 keeps one JSON file per output in .snakemake/metadata/, named by the
+    URL-safe base64 of the output path; names longer than the file-system limit are split
+    into chunks, all but the last prefixed with "@" and nested as directories.
+    """
+    root = Path(workdir) / METADATA_DIR
+    records: dict[str, dict[str, Any]] = {}
+    if not root.is_dir():
+        return records
+    for path in root.rglob("*"):
+        if not path.is_file():
+            continue
+        parts = path.relative_to(root).parts
+        encoded = "".join(p[1:] if p.startswith("@") else p for p in parts)
+        try:
+            name = urlsafe_b64decode(encoded.encode()).decode()
+            records[os.path.normpath(name)] = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError, OSError):
+            continue  # a foreign or half-written file: not ours to interpret
+    return records
+
+
+def job_summary(record: dict[str, Any] | None) -> dict[str, Any]:
+    """The parts of a metadata record that identify the job: hashed, so manifests stay small."""
+    if record is None:
+        return {"rule": None}
+    params = record.get("params")
+    code = record.get("code")
+    return {
+        "rule": record.get("rule"),
+        "params_sha256": None if params is None else _text_sha256(json.dumps(params, sort_keys=True)),
+        "code_sha256": None if code is None else _text_sha256(str(code)),
+        "shellcmd": record.get("shellcmd"),
+        "input": sorted(record.get("input") or []),
+        "incomplete": bool(record.get("incomplete", False)),
+    }
+
+
+def is_volatile(relpath: str, results: str = "results") -> bool:
+    """Logs and benchmarks change on every run (timings, timestamps)."""
+    parts = Path(relpath).parts
+    return len(parts) > 1 and parts[0] == Path(results).name and parts[1] in VOLATILE_DIRS
+
+
+def _hidden(rel: Path) -> bool:
+    return any(part.startswith(".") for part in rel.parts)
+
+
+def build_manifest(results: str | os.PathLike[str] = "results",
+                   workdir: str | os.PathLike[str] = ".") -> dict[str, Any]:
+    """Every output under `results` (relative to `workdir`) with its hash and its job.
+
+    A directory that Snakemake recorded as an output is one entry, hashed as a whole;
+    hidden paths (e.g. the .tmp-* staging dirs of an interrupted job) are not outputs and
+    are only counted.
+    """
+    work = Path(workdir)
+    records = snakemake_records(work)
+    entries: dict[str, dict[str, Any]] = {}
+    hidden = 0
+    base = work / results
+    for dirpath, dirnames, filenames in os.walk(base):
+        here = Path(dirpath)
+        rel_dir = here.relative_to(work)
+        keep = []
+        for d in sorted(dirnames):
+            rel = rel_dir / d
+            if d.startswith("."):
+                hidden += 1
+            elif os.path.normpath(rel) in records:
+                manifest = directory_manifest(here / d)
+                entries[rel.as_posix()] = {"kind": "directory", "sha256": manifest_sha256(manifest),
+                                           "files": len(manifest)}
+            else:
+                keep.append(d)
+        dirnames[:] = keep
+        for f in sorted(filenames):
+            rel = rel_dir / f
+            if _hidden(rel.relative_to(results)):
+                hidden += 1
+                continue
+            entries[rel.as_posix()] = {"kind": "file", "sha256": file_sha256(here / f)}
+    for rel, entry in entries.items():
+        entry["volatile"] = is_volatile(rel, str(results))
+        entry.update(job_summary(records.get(os.path.normpath(rel))))
+    return {"format": FORMAT, "results": Path(results).as_posix(), "hidden_skipped": hidden,
+            "entries": dict(sorted(entries.items()))}
+
+
+def compare_manifests(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[str]]:
+    """Paths by category: changed / unchanged / added / removed (non-volatile), and volatile.
+
+    Volatile entries (logs, benchmarks) that exist in both are listed under
+    "volatile_changed" or "volatile_unchanged" so they do not drown the real changes.
+    """
+    a, b = old["entries"], new["entries"]
+    out: dict[str, list[str]] = {k: [] for k in ("changed", "unchanged", "added", "removed",
+                                                   "volatile_changed", "volatile_unchanged")}
+    for path in sorted(set(a) | set(b)):
+        if path not in b:
+            out["removed"].append(path)
+        elif path not in a:
+            out["added"].append(path)
+        else:
+            same = a[path]["sha256"] == b[path]["sha256"]
+            prefix = "volatile_" if (a[path].get("volatile") or b[path].get("volatile")) else ""
+            out[prefix + ("unchanged" if same else "changed")].append(path)
+    return out
+
+
+def format_comparison(result: dict[str, list[str]]) -> str:
+    """Counts first (one line each), then the lists of everything but the unchanged."""
+    lines = [f"{k}: {len(v)}" for k, v in result.items()]
+    for key in ("changed", "added", "removed", "volatile_changed"):
+        if result[key]:
+            lines.append(f"\n{key}:")
+            lines.extend(f"  {p}" for p in result[key])
+    return "\n".join(lines) + "\n"
+
+
+def write_manifest(manifest: dict[str, Any], path: str | os.PathLike[str] | None) -> str:
+    """Canonical JSON (sorted keys), to `path` or returned for stdout when path is None."""
+    text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+    if path is not None:
+        Path(path).write_text(text)
+    return text
+
+
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
+    data = json.loads(Path(path).read_text())
+    if data.get("format") != FORMAT or "entries" not in data:
+        raise ValueError(f"{path}: not an anchormask audit manifest (format {FORMAT})")
+    return data

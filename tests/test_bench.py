@@ -1,0 +1,200 @@
+"""The benchmark helpers compute what they claim, on tiny inputs (no timing is asserted here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from anchormask import backbone as bb
+from anchormask import layout, masking, sampler, train
+from bench import common, dag, e2e, flops, memory, stats
+from bench.common import Line
+from bench.reference import num_transfer_tokens, reference_generate, reference_train_step
+from helpers import tiny_train_settings
+
+PAIRS = [("Which river flows into the sea?", "The river flows north into the sea."),
+         ("What is the deepest lake?", "The deepest lake in the world is in the north of the country."),
+         ("Where is the capital?", "The capital is in the south.")]
+QUESTIONS = ["Which river flows into the sea?", "What is the deepest lake?", "Where is the capital city?",
+             "Which planet is the largest?"]
+ANCHORS = ["the river flows north", "the deepest lake is in the north of the world", "the capital",
+           "the largest planet of the sun is in the east of the world and the west of the sea"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: tiny ops on a shared machine otherwise wait on each other's barriers."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    runtime = bb.pick_runtime("cpu")
+    backbone = bb.load_backbone(tiny_model_dir, runtime=runtime)
+    backbone.model.eval()
+    return backbone, runtime
+
+
+def encoded(backbone):
+    return [layout.encode_pair(backbone.tokenizer, q, a, 64) for q, a in PAIRS]
+
+
+def test_flop_counts_match_torch_flop_counter(tiny_model_dir):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    runtime = bb.pick_runtime("cpu")
+    backbone = bb.load_backbone(tiny_model_dir, runtime=runtime, attn_implementation="eager")  # countable attention
+    backbone.model.eval()
+    shape = flops.Shape.of(backbone.model)
+    ids = torch.randint(5, 40, (3, 11))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        hidden = backbone.hidden_states(ids, torch.ones_like(ids))
+        backbone.logits_from_hidden(hidden[:, :5].reshape(-1, shape.hidden))
+    assert counter.get_total_flops() == flops.forward(shape, 3, 11, 15)
+
+    settings = tiny_train_settings()
+    torch.manual_seed(0)
+    train.attach_lora(backbone, "full", settings)
+    batch = encoded(backbone)
+    with FlopCounterMode(display=False) as counter:
+        loss, info = train.train_step(backbone, runtime, batch, "anchor", settings, masking.MaskRatio(0.5, 0.9),
+                                      torch.Generator().manual_seed(1))
+        loss.backward()
+    width = max(len(e.input_ids) for e in batch)
+    assert counter.get_total_flops() == flops.train_step(shape, len(batch), width, info["masked_tokens"],
+                                                         rank=settings["rank"], targets="full")
+
+
+@pytest.mark.parametrize("strategy", ["anchor", "random"])
+def test_reference_train_step_computes_the_project_loss(tiny, strategy):
+    backbone, runtime = tiny
+    batch = encoded(backbone)
+    width = max(len(e.input_ids) for e in batch)  # L = the batch's longest: both draw the same mask
+    settings = tiny_train_settings()
+    with torch.no_grad():
+        loss, info = train.train_step(backbone, runtime, batch, strategy, settings, masking.MaskRatio(0.5, 0.9),
+                                      torch.Generator().manual_seed(3))
+        ref, masked = reference_train_step(backbone.model, batch, seq_len=width, strategy=strategy, low=0.5, high=0.9,
+                                           mask_id=backbone.mask_token_id, pad_id=backbone.tokenizer.pad_token_id,
+                                           generator=torch.Generator().manual_seed(3))
+    assert masked == info["masked_tokens"] > 0
+    assert torch.allclose(loss, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_reference_train_step_pads_to_the_configured_length(tiny):
+    backbone, _ = tiny
+    seen = {}
+
+    def spy(input_ids, attention_mask):
+        seen["shape"] = tuple(input_ids.shape)
+        return backbone.model(input_ids=input_ids, attention_mask=attention_mask)
+
+    reference_train_step(spy, encoded(backbone), seq_len=40, strategy="anchor", low=0.5, high=0.9,
+                         mask_id=backbone.mask_token_id, pad_id=0, generator=torch.Generator().manual_seed(0))
+    assert seen["shape"] == (len(PAIRS), 40)
+
+
+@pytest.mark.parametrize("answer_len,steps,block_len", [(16, 4, 0), (24, 8, 0), (12, 12, 0), (24, 8, 8), (20, 6, 8)])
+def test_reference_sampler_writes_the_project_samplers_tokens(tiny, answer_len, steps, block_len):
+    backbone, runtime = tiny
+    tok = backbone.tokenizer
+    requests = [sampler.Request(f"q{i}", layout.prompt_ids(tok, q), layout.anchor_ids(tok, a))
+                for i, (q, a) in enumerate(zip(QUESTIONS, ANCHORS))]
+    settings = sampler.SamplerSettings(answer_len=answer_len, steps=steps, block_len=block_len)
+    results = sampler.generate(backbone, runtime, requests, settings)
+    suppressed = sampler.suppressed_token_ids(backbone)
+    for req, res in zip(requests, results):
+        slot, passes = reference_generate(backbone.model, req.prompt_ids, req.anchor_ids, answer_len=answer_len,
+                                          steps=steps, mask_id=backbone.mask_token_id, suppressed=suppressed,
+                                          block_len=block_len)
+        assert slot == res.slot_ids
+        assert passes == res.forward_passes
+    if answer_len <= 16:  # the long anchor is cut, the same way on both sides
+        assert any(r.anchor_truncated for r in results)
+
+
+def test_llada_schedule_matches_the_projects_where_it_commits():
+    for masked, steps in [(10, 4), (3, 8), (16, 16), (47, 16)]:
+        schedule = [n for n in num_transfer_tokens(masked, steps) if n]
+        assert schedule == sampler.transfer_schedule(masked, steps)
+
+
+def test_bootstrap_helpers_agree_with_scipy_within_monte_carlo_error():
+    rng = np.random.default_rng(0)
+    a, b = rng.beta(4, 6, 30), rng.beta(3, 6, 30)
+    pairs = [{"name": "x", "query_ids": [f"q{i}" for i in range(30)], "a": a, "b": b}]
+    core = stats.core_batches(pairs, 4000, 0.95, 1)[0]
+    res = stats.scipy_one(a, b, 4000, 0.95, np.random.default_rng(2))
+    assert core["ratio"] == pytest.approx(a.mean() / b.mean()) and core["diff"] == pytest.approx(a.mean() - b.mean())
+    assert stats.agreement(core, res, 4000, 0.95)["max_z"] < stats.TOLERANCE_SIGMAS
+    shifted = core | {"ratio_lo": core["ratio_lo"] - 0.2}  # far outside Monte-Carlo error
+    assert stats.agreement(shifted, res, 4000, 0.95)["max_z"] > stats.TOLERANCE_SIGMAS
+
+
+def test_percentile_standard_error_matches_the_normal_theory():
+    draws = np.random.default_rng(0).normal(size=20000)
+    # sqrt(p (1 - p) / R) / phi(z_p) for p = 0.025
+    theory = np.sqrt(0.025 * 0.975 / 20000) / (np.exp(-1.959964 ** 2 / 2) / np.sqrt(2 * np.pi))
+    assert stats.percentile_se(draws, 0.025, 20000) == pytest.approx(theory, rel=0.2)
+
+
+def test_synthetic_generations_have_the_studys_shape():
+    from anchormask import bootstrap
+
+    cfg = common.load_config()
+    df = stats.synthetic_generations(cfg)
+    assert df["query_id"].nunique() == 63 and set(df["arm"]) == set(cfg["arms"])
+    out = bootstrap.run_comparisons(df, cfg["statistics"]["comparisons"], 200, 0.95, 1)
+    assert len(out) == len(cfg["statistics"]["comparisons"]) and (out["n"] >= 12).all()
+
+
+def test_line_ratio_and_status():
+    assert Line("x", 3.0, "x", 2.0).ratio == 1.5 and Line("x", 3.0, "x", 2.0).status == "PASS"
+    assert Line("x", 1.0, "x", 2.0).status == "MISS"
+    assert Line("t", 4.0, "s", 5.0, higher=False).ratio == 1.25 and Line("t", 6.0, "s", 5.0, higher=False).status == "MISS"
+    assert Line("i", 1.0, "MiB").status == "INFO" and "INFO" in Line("i", 1.0, "MiB").format()
+
+
+def test_rss_launcher_reads_its_one_childs_peak():
+    code = "x = bytearray(b'\\x01') * (200 << 20)"
+    out = subprocess.run([sys.executable, "-m", "bench._rss", sys.executable, "-c", code], cwd=common.REPO,
+                         capture_output=True, text=True, check=True).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["rc"] == 0 and 200 <= result["maxrss_mib"] < 400
+
+
+def test_memory_estimate_adds_up():
+    est = memory.estimate_13b(batch=8, seq_len=64, rank=16, lora_kinds="qkvo", answer_len=48, gen_batch=64)
+    arch, t = est["architecture"], est["training"]
+    assert 1.2e9 < arch["parameters"] < 1.4e9
+    assert arch["lora_parameters"] == 20 * 4 * 16 * (2048 + 2048)
+    parts = t["weights_gib"] + t["lora_states_gib"] + t["activations_gib"] + t["logits_gib"]
+    assert t["total_gib"] == pytest.approx(parts, abs=0.01)
+    assert t["weights_gib"] == pytest.approx(2 * arch["parameters"] / 1024 ** 3, abs=1e-3)
+
+
+def test_dry_run_and_benchmark_tables_are_parsed(tmp_path):
+    text = "Job stats:\njob    count\n---  -----\nall        1\ntrain     10\ntotal     11\n"
+    assert dag.job_total(text) == 11
+    header = "s\th:m:s\tmax_rss\tmax_vms\n"
+    files = {"train/anchor_full_n16_s6_seed42.tsv": "10.5\t0:00:10\t300.0\t900\n",
+             "train/random_full_n16_s6_seed42.tsv": "4.5\t0:00:04\t350.0\t900\n",
+             "generate/anchor.tsv": "2.0\t0:00:02\t300.0\t900\n",
+             "generate/sweep_anchor_n8_s3.tsv": "3.0\t0:00:03\t300.0\t900\n",
+             "verify_base.tsv": "1.0\t0:00:01\tNA\tNA\n",
+             "unknown/x.tsv": "1.0\t0:00:01\tNA\tNA\n"}
+    for name, row in files.items():
+        (tmp_path / "benchmarks" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "benchmarks" / name).write_text(header + row)
+    rules = e2e.breakdown(tmp_path)
+    assert rules["train_adapter"] == {"jobs": 2, "s": 15.0, "max_rss_mib": 350.0}
+    assert rules["generate_arm"]["s"] == 2.0 and rules["generate_sweep"]["s"] == 3.0
+    assert rules["verify_base"]["s"] == 1.0 and rules["unknown"]["jobs"] == 1
