@@ -1,0 +1,25 @@
+"""The cluster profiles: slurm/ and slurm/nogpu/ differ only in the GPU requests."""
+
+import yaml
+
+from helpers import REPO, copy_repo, dry_run_jobs
+
+
+def load(path):
+    return yaml.safe_load((REPO / path).read_text())
+
+
+def test_profiles_agree_except_gpu():
+    gpu, nogpu = load("slurm/config.yaml"), load("slurm/nogpu/config.yaml")
+    gpu_rules = gpu.pop("set-resources", {})
+    nogpu_rules = nogpu.pop("set-resources", {}) or {}
+    assert gpu == nogpu
+    assert {"train_adapter", "generate_arm", "generate_sweep"} <= set(gpu_rules)
+    assert all(spec.get("gpu") == 1 for spec in gpu_rules.values())
+    assert not any(spec.get("gpu") for spec in nogpu_rules.values())
+    assert gpu["executor"] == "slurm" and gpu["retries"] >= 1
+
+
+def test_slurm_profile_resolves_and_builds_the_whole_dag(tmp_path):
+    jobs = dry_run_jobs(copy_repo(tmp_path), "--profile", "slurm", "-j", "16")
+    assert jobs["train_adapter"] == 17 and jobs["generate_arm"] == 8
