@@ -1,0 +1,268 @@
+"""Rerun hygiene on one finished tiny study: what a change reruns, and what stays byte-identical.
+
+Every scenario works on a copy of the session's finished tree (tests/conftest.py::tiny_study,
+shared with test_end_to_end.py) with mtimes kept, so the tiny study runs once per session. Only
+two partial reruns happen for real, both of train.overrides.anchor.lr: once uninterrupted
+(scenarios 3 and 5) and once killed with SIGKILL inside a training job and then resumed
+(scenario 6), whose outputs must equal the uninterrupted ones byte for byte. The numbers printed
+(jobs per rule, seconds) are the measurements the report quotes; run with -s to see them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from base64 import urlsafe_b64encode
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from anchormask import audit
+from anchormask.checksum import directory_sha256
+from anchormask.cli import main as cli
+from helpers import snakemake
+
+TINY = "tests/configs/tiny.yaml"
+ANCHOR_LR = "train: {overrides: {anchor: {lr: 0.02}}}\n"
+GENERATION_STEPS = "generation: {steps: 2}\n"
+# Rules that read neither generations nor anything made from them.
+UPSTREAM_OF_GENERATION = {"verify_base", "retrieve", "train_adapter", "probe_lora"}
+
+
+@dataclass
+class Job:
+    rule: str
+    output: list[str]
+    wildcards: dict[str, str]
+    reason: str
+
+
+def dry_run(workdir: Path, *args: str) -> list[Job]:
+    """The jobs of `snakemake -n` with their outputs, wildcards and reasons (rule `all` left out).
+
+    Why not the job-stats table: scenarios 3 and 5 need to know WHICH wildcards and outputs rerun.
+    """
+    proc = snakemake(workdir, "-n", "--configfile", TINY, *args)
+    jobs: list[Job] = []
+    for line in (proc.stdout + proc.stderr).splitlines():
+        if m := re.match(r"^(?:local)?rule (\w+):$", line):
+            jobs.append(Job(m.group(1), [], {}, ""))
+        elif jobs and (m := re.match(r"^    (output|wildcards|reason): (.*)$", line)):
+            key, value = m.groups()
+            if key == "output":
+                jobs[-1].output = value.split(", ")
+            elif key == "wildcards":
+                jobs[-1].wildcards = dict(kv.split("=", 1) for kv in value.split(", "))
+            else:
+                jobs[-1].reason = value
+    return [j for j in jobs if j.rule != "all"]
+
+
+def counts(jobs: list[Job]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for job in jobs:
+        out[job.rule] = out.get(job.rule, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def report(scenario: str, jobs: list[Job], seconds: float) -> None:
+    print(f"\n[audit] {scenario}: {len(jobs)} jobs {counts(jobs)} ({seconds:.1f} s)")
+
+
+def copy_study(study: Path, dest: Path) -> Path:
+    """The finished study as a fresh working copy (copy2 keeps mtimes, so nothing looks newer)."""
+    shutil.copytree(study, dest, symlinks=True)
+    return dest
+
+
+def overlay(tmp: Path, name: str, text: str) -> str:
+    path = tmp / name
+    path.write_text(text)
+    return str(path)
+
+
+def snakemake_cli(*args: str) -> list[str]:
+    return [str(Path(sys.executable).with_name("snakemake")), *args]
+
+
+@dataclass
+class Rerun:
+    """A copy of the study before and after an uninterrupted run of the anchor-lr change."""
+
+    repo: Path
+    overlay: str
+    planned: list[Job]
+    before: dict
+    after: dict
+    seconds: float
+
+
+@pytest.fixture(scope="module")
+def anchor_rerun(tiny_study, tmp_path_factory) -> Rerun:
+    tmp = tmp_path_factory.mktemp("anchor_rerun")
+    repo = copy_study(tiny_study, tmp / "repo")
+    lr = overlay(tmp, "lr.yaml", ANCHOR_LR)
+    planned = dry_run(repo, lr)
+    before = audit.build_manifest("results", repo)
+    start = time.monotonic()
+    snakemake(repo, "--cores", "2", "--configfile", TINY, lr)
+    seconds = time.monotonic() - start
+    return Rerun(repo, lr, planned, before, audit.build_manifest("results", repo), seconds)
+
+
+def test_manifest_and_compare_on_a_synthetic_tree(tmp_path, capsys):
+    """Fast: metadata decoding, directory outputs as one entry, volatile logs, the CLI."""
+    (tmp_path / "results/adapters/a1").mkdir(parents=True)
+    (tmp_path / "results/adapters/a1/weights.bin").write_bytes(b"w")
+    (tmp_path / "results/adapters/.tmp-a2-x").mkdir()
+    (tmp_path / "results/logs").mkdir()
+    (tmp_path / "results/logs/a1.log").write_text("t=1")
+    (tmp_path / "results/tables").mkdir()
+    (tmp_path / "results/tables/t.parquet").write_bytes(b"p")
+    meta = tmp_path / ".snakemake/metadata"
+    meta.mkdir(parents=True)
+    for out, rule in (("results/adapters/a1", "train_adapter"), ("results/tables/t.parquet", "aggregate")):
+        (meta / urlsafe_b64encode(out.encode()).decode()).write_text(json.dumps(
+            {"rule": rule, "params": ["x"], "code": "c", "input": ["b", "a"], "incomplete": False}))
+    old = tmp_path / "old.json"
+    assert cli(["audit", "manifest", "--workdir", str(tmp_path), "-o", str(old)]) == 0
+    entries = json.loads(old.read_text())["entries"]
+    assert set(entries) == {"results/adapters/a1", "results/logs/a1.log", "results/tables/t.parquet"}
+    assert entries["results/adapters/a1"]["kind"] == "directory"
+    assert entries["results/adapters/a1"]["sha256"] == directory_sha256(tmp_path / "results/adapters/a1")
+    assert entries["results/adapters/a1"]["rule"] == "train_adapter"
+    assert entries["results/adapters/a1"]["input"] == ["a", "b"]
+    assert entries["results/logs/a1.log"]["volatile"] and entries["results/logs/a1.log"]["rule"] is None
+    (tmp_path / "results/logs/a1.log").write_text("t=2")
+    (tmp_path / "results/tables/t.parquet").write_bytes(b"q")
+    (tmp_path / "results/tables/u.parquet").write_bytes(b"u")
+    new = tmp_path / "new.json"
+    cli(["audit", "manifest", "--workdir", str(tmp_path), "-o", str(new)])
+    capsys.readouterr()
+    assert cli(["audit", "compare", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "changed: 1\nunchanged: 1\nadded: 1\nremoved: 0\nvolatile_changed: 1" in out
+    assert cli(["hash", str(tmp_path / "results/adapters/a1")]) == 0
+    assert capsys.readouterr().out.strip() == directory_sha256(tmp_path / "results/adapters/a1")
+
+
+@pytest.mark.slow
+def test_1_second_dry_run_has_nothing_to_do(tiny_study, tmp_path):
+    repo = copy_study(tiny_study, tmp_path / "repo")
+    start = time.monotonic()
+    jobs = dry_run(repo)
+    report("1 second dry run", jobs, time.monotonic() - start)
+    assert jobs == []
+
+
+@pytest.mark.slow
+def test_2_generation_steps_reruns_generation_and_downstream_not_training(tiny_study, tmp_path):
+    repo = copy_study(tiny_study, tmp_path / "repo")
+    start = time.monotonic()
+    jobs = dry_run(repo, overlay(tmp_path, "steps.yaml", GENERATION_STEPS))
+    report("2 generation.steps", jobs, time.monotonic() - start)
+    every = counts(dry_run(repo, "--forceall"))
+    assert counts(jobs) == {rule: n for rule, n in every.items() if rule not in UPSTREAM_OF_GENERATION | {"all"}}
+    for job in jobs:  # the sampler params changed, or an input did
+        assert job.reason.startswith(("Params have changed", "Input files updated by another job")), job
+    assert all(j.reason.startswith("Params have changed") for j in jobs if j.rule.startswith("generate_"))
+
+
+@pytest.mark.slow
+def test_3_anchor_lr_reruns_only_anchor_training_and_downstream(anchor_rerun):
+    jobs = anchor_rerun.planned
+    report("3 train.overrides.anchor.lr (dry run)", jobs, 0.0)
+    report("3 train.overrides.anchor.lr (run)", jobs, anchor_rerun.seconds)
+    trained = {Path(j.output[0]).name for j in jobs if j.rule == "train_adapter"}
+    anchors = {p.name for p in (anchor_rerun.repo / "results/adapters").iterdir() if p.name.startswith("anchor_")}
+    assert trained == anchors
+    assert {j.wildcards["arm"] for j in jobs if j.rule == "generate_arm"} == {"anchor", "anchor-vo", "anchor-qk"}
+    assert {j.wildcards["arm"] for j in jobs if j.rule == "probe_maskcount_generate"} == {"anchor"}
+    assert {j.wildcards["strategy"] for j in jobs if j.rule == "generate_sweep"} == {"anchor"}
+    assert not {"verify_base", "retrieve"} & set(counts(jobs))
+    assert dry_run(anchor_rerun.repo, anchor_rerun.overlay) == []
+
+
+@pytest.mark.slow
+def test_4_documentation_and_tests_rerun_nothing(tiny_study, tmp_path):
+    repo = copy_study(tiny_study, tmp_path / "repo")
+    for name in ("README.md", "tests/test_config.py"):
+        (repo / name).write_text((repo / name).read_text() + "\n# edited\n")
+    start = time.monotonic()
+    jobs = dry_run(repo)
+    report("4 README + test edit", jobs, time.monotonic() - start)
+    assert jobs == []
+
+
+@pytest.mark.slow
+def test_5_outputs_not_downstream_of_the_change_keep_their_bytes(anchor_rerun, tmp_path, capsys):
+    rerun_outputs = {os.path.normpath(o) for j in anchor_rerun.planned for o in j.output}
+    old, new = tmp_path / "before.json", tmp_path / "after.json"
+    audit.write_manifest(anchor_rerun.before, old)
+    audit.write_manifest(anchor_rerun.after, new)
+    cli(["audit", "compare", str(old), str(new)])
+    print("\n[audit] 5 " + capsys.readouterr().out.split("\n\n")[0].replace("\n", ", "))
+    result = audit.compare_manifests(anchor_rerun.before, anchor_rerun.after)
+    assert not result["added"] and not result["removed"]
+    changed_upstream = [p for p in result["changed"] if os.path.normpath(p) not in rerun_outputs]
+    assert changed_upstream == []
+    assert result["changed"] and result["unchanged"]
+    for prefix in ("results/adapters/random_", "results/adapters/reverse_", "results/generations/random.jsonl",
+                   "results/generations/sweep/random_", "results/retrieval/", "results/base/"):
+        assert any(p.startswith(prefix) for p in result["unchanged"]), prefix
+    assert all(p in result["changed"] for p in anchor_rerun.after["entries"]
+               if p.startswith("results/adapters/anchor_"))  # a new lr really trains new weights
+
+
+def _kill_inside_training(repo: Path, args: list[str]) -> str:
+    """Run snakemake and SIGKILL its whole process group once a training job is inside training.
+
+    A training log is truncated when its job starts; it names the backbone once the model is
+    loaded, and "(100%)" once the last step is done. Between the two the job is training.
+    """
+    proc = subprocess.Popen(snakemake_cli(*args), cwd=repo, env={**os.environ, "PYTHONHASHSEED": "0"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    victim = None
+    try:
+        deadline = time.monotonic() + 600
+        while victim is None and time.monotonic() < deadline and proc.poll() is None:
+            for log in (repo / "results/logs/train").glob("anchor_*.log"):
+                text = log.read_text()
+                if "anchormask.backbone: backbone" in text and "(100%)" not in text:
+                    victim = log.stem
+                    break
+            time.sleep(0.01)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert victim is not None, "no training job was caught inside training"
+    return victim
+
+
+@pytest.mark.slow
+def test_6_training_killed_by_sigkill_leaves_nothing_complete_and_resumes_identically(
+        anchor_rerun, tiny_study, tmp_path):
+    repo = copy_study(tiny_study, tmp_path / "repo")
+    args = ["--cores", "2", "--configfile", TINY, anchor_rerun.overlay]
+    start = time.monotonic()
+    victim = _kill_inside_training(repo, args)
+    adapters = repo / "results/adapters"
+    left = sorted(p.name for p in adapters.iterdir() if victim in p.name)
+    print(f"\n[audit] 6 SIGKILL inside training of {victim}: left {left}")
+    assert not (adapters / victim).exists()
+    assert all(name.startswith(".tmp-") for name in left)
+    snakemake(repo, "--unlock", "--configfile", TINY)  # SIGKILL leaves Snakemake's lock behind
+    resumed = dry_run(repo, anchor_rerun.overlay)
+    assert victim in {Path(j.output[0]).name for j in resumed if j.rule == "train_adapter"}
+    snakemake(repo, *args)
+    report("6 resumed after SIGKILL", resumed, time.monotonic() - start)
+    result = audit.compare_manifests(anchor_rerun.after, audit.build_manifest("results", repo))
+    assert not result["changed"] and not result["added"] and not result["removed"], result
+    assert not list(adapters.glob(f".tmp-{victim}-*"))
