@@ -26,7 +26,7 @@ BENCHMARKS = {
 DEFAULT = ["training", "memory", "sampler", "bootstrap", "dag"]  # memory trains the adapter sampler uses
 
 
-def run_one(name: str, threads: int) -> list[Line]:
+def run_one(name: str, threads: int | None) -> list[Line]:
     module = importlib.import_module(BENCHMARKS[name])
     say(f"== {name}")
     start = time.perf_counter()
@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=sorted(BENCHMARKS), action="append",
                         help="run only this benchmark (repeatable)")
     parser.add_argument("--e2e", action="store_true", help="also run the end-to-end benchmark (~10 min)")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads for the in-process competitors")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads of the in-process competitors (default: the pipeline's per-job "
+                             "train.threads / generation.threads)")
     args = parser.parse_args(argv)
     names = args.only or DEFAULT + (["e2e"] if args.e2e else [])
     logging.basicConfig(level=logging.WARNING)
@@ -73,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:  # pragma: no cover
         pass
     start = time.perf_counter()
-    say(f"bench: {', '.join(names)}; torch threads {args.threads}; {common.cpu_model()}, "
+    threads = args.threads if args.threads is not None else "as config.yaml's jobs"
+    say(f"bench: {', '.join(names)}; torch threads {threads}; {common.cpu_model()}, "
         f"{os.cpu_count()} logical cores, load average {os.getloadavg()[0]:.2f}")
     summary: list[Line] = []
     failed = []

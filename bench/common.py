@@ -116,6 +116,13 @@ def machine_facts(threads: int | None = None) -> dict[str, Any]:
     return facts
 
 
+def job_threads(cfg: dict[str, Any], stage: str, threads: int | None) -> int:
+    """The torch threads a benchmark runs at: ``threads`` when given (--threads), else what the
+    pipeline's jobs of that stage use (``train.threads`` / ``generation.threads``), since the
+    balance between small and large matmuls, and so every ratio, moves with the thread count."""
+    return int(threads) if threads is not None else int(cfg[stage]["threads"])
+
+
 def set_threads(threads: int) -> None:
     import torch
 

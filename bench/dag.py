@@ -34,7 +34,7 @@ def job_total(output: str) -> int | None:
     return None
 
 
-def run(threads: int = 2, repeats: int = 3) -> tuple[dict, list[Line]]:
+def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]:
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     walls, jobs = [], None
     for _ in range(repeats):

@@ -85,7 +85,7 @@ def breakdown(results: Path, rules_dir: Path | None = None) -> dict[str, dict[st
             for k, v in sorted(rules.items(), key=lambda kv: -kv[1]["s"])}
 
 
-def run(threads: int = 2, cores: int = 2, extra_args: tuple[str, ...] = ()) -> tuple[dict, list[Line]]:
+def run(threads: int | None = None, cores: int = 2, extra_args: tuple[str, ...] = ()) -> tuple[dict, list[Line]]:
     """``extra_args`` go to snakemake (e.g. ("--configfile", "tests/configs/tiny.yaml") to try this quickly)."""
     work = Path(tempfile.mkdtemp(prefix="anchormask-bench-e2e-"))
     try:

@@ -96,7 +96,7 @@ def estimate_13b(*, batch: int, seq_len: int, rank: int, lora_kinds: str, answer
     }
 
 
-def run(threads: int = 2) -> tuple[dict, list[Line]]:
+def run(threads: int | None = None) -> tuple[dict, list[Line]]:
     from anchormask import checksum
 
     cfg = common.load_config()

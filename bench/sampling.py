@@ -81,13 +81,14 @@ def run_reference(backbone, requests, settings, suppressed) -> tuple[list[list[i
     return outputs, passes, total_flops
 
 
-def run(threads: int = 2) -> tuple[dict, list[Line]]:
+def run(threads: int | None = None) -> tuple[dict, list[Line]]:
     import torch
 
     from anchormask import backbone as bb
     from anchormask import bootstrap, generation, metric, sampler, tables
 
     cfg = common.load_config()
+    threads = common.job_threads(cfg, "generation", threads)
     common.set_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)  # as every generation job runs
     rate = common.matmul_rate(threads)
@@ -202,7 +203,7 @@ def run(threads: int = 2) -> tuple[dict, list[Line]]:
         "benchmark": "sampler",
         "description": "generations/s of anchormask.sampler.generate (one batch) vs a one-query-at-a-time LLaDA-style "
                        "generate() (full forward per step, float64 softmax over the full vocabulary at every position)",
-        "queries": n, "settings": settings.record() | {"batch_size": settings.batch_size},
+        "threads": threads, "queries": n, "settings": settings.record() | {"batch_size": settings.batch_size},
         "matmul_rate": rate,
         "arm": "anchor", "adapter": adapter_source,
         "project": {"wall_s_runs": [round(r[1], 3) for r in runs], "wall_s": round(project_wall, 3),

@@ -133,7 +133,7 @@ def agreement(project: dict[str, float], scipy_res: dict[str, Any], resamples: i
     return out
 
 
-def run(threads: int = 2, repeats: int = 3) -> tuple[dict, list[Line]]:
+def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]:
     from anchormask import bootstrap
 
     cfg = common.load_config()

@@ -25,7 +25,7 @@ from bench.reference import reference_train_step
 STRATEGY, TARGETS = "anchor", "full"
 
 
-def run(threads: int = 2, steps: int = 30, warmup: int = 5, chunk: int = 1, seed: int = 42) -> tuple[dict, list[Line]]:
+def run(threads: int | None = None, steps: int = 30, warmup: int = 5, chunk: int = 1, seed: int = 42) -> tuple[dict, list[Line]]:
     import torch
     from peft import get_peft_model
 
@@ -33,6 +33,7 @@ def run(threads: int = 2, steps: int = 30, warmup: int = 5, chunk: int = 1, seed
     from anchormask import config, data, masking, train
 
     cfg = common.load_config()
+    threads = common.job_threads(cfg, "train", threads)
     settings = config.train_settings(cfg, STRATEGY)
     if settings["loss"] != "ce":
         raise SystemExit(f"training benchmark: the reference loop implements loss 'ce', config has {settings['loss']!r}")
@@ -53,8 +54,7 @@ def run(threads: int = 2, steps: int = 30, warmup: int = 5, chunk: int = 1, seed
         assert n1 == n2 and torch.equal(p1, p2), f"the two copies differ at {n1}"
     project_model.train()
     ref_model.train()
-    opt_p = torch.optim.AdamW([p for p in project_model.parameters() if p.requires_grad], lr=settings["lr"],
-                              weight_decay=settings["weight_decay"])
+    opt_p = train.make_optimizer([p for p in project_model.parameters() if p.requires_grad], settings)
     opt_r = torch.optim.AdamW([p for p in ref_model.parameters() if p.requires_grad], lr=settings["lr"],
                               weight_decay=settings["weight_decay"])
 
@@ -153,7 +153,7 @@ def run(threads: int = 2, steps: int = 30, warmup: int = 5, chunk: int = 1, seed
                        "at masked positions) vs a plain loop (fixed padding to L, full-vocabulary logits everywhere)",
         "job": {"strategy": STRATEGY, "targets": TARGETS, "size": size, "batch_size": settings["batch_size"],
                 "seq_len": seq_len, "rank": settings["rank"], "loss": settings["loss"], "mask_ratio": settings["mask_ratio"]},
-        "timed_steps_per_side": steps, "warmup_steps_per_side": warmup, "chunk": chunk,
+        "threads": threads, "timed_steps_per_side": steps, "warmup_steps_per_side": warmup, "chunk": chunk,
         "matmul_rate": rate,
         "flops_convention": flops.__doc__.strip(),
         **out,

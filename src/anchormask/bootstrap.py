@@ -51,14 +51,18 @@ RESULT_KEYS = ("n", "mean_a", "mean_b", "ratio", "ratio_lo", "ratio_hi", "diff",
 # --------------------------------------------------------------------------- core numerics
 
 def resample_counts(n: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """(resamples, n) matrix: how often each of n items is drawn in each resample (rows sum to n)."""
+    """(resamples, n) matrix: how often each of n items is drawn in each resample (rows sum to n).
+
+    Each row is n uniform draws with replacement. Counting them lets one matrix product give
+    every arm's resampled means at once.
+    """
     if n < 1:
         raise ValueError("bootstrap needs at least one query")
     if resamples < 1:
         raise ValueError("resamples must be >= 1")
-    idx = rng.integers(0, n, size=(resamples, n))
-    flat = (idx + n * np.arange(resamples)[:, None]).ravel()
-    return np.bincount(flat, minlength=resamples * n).reshape(resamples, n).astype(np.float64)
+    flat = rng.integers(0, n, size=(resamples, n))
+    flat += np.arange(0, resamples * n, n, dtype=np.intp)[:, None]
+    return np.bincount(flat.ravel(), minlength=resamples * n).reshape(resamples, n).astype(np.float64)
 
 
 def _check_confidence(confidence: float) -> float:
@@ -74,11 +78,11 @@ def percentile_interval(samples: np.ndarray, confidence: float) -> tuple[np.ndar
     q = [100.0 * alpha, 100.0 * (1.0 - alpha)]
     lo = np.empty(samples.shape[0])
     hi = np.empty(samples.shape[0])
-    for i, row in enumerate(samples):
-        if np.isfinite(row).all():
-            lo[i], hi[i] = np.percentile(row, q)
-            continue
-        defined = row[~np.isnan(row)]
+    finite = np.isfinite(samples).all(axis=1)
+    if finite.any():  # one vectorised call for the common case
+        lo[finite], hi[finite] = np.percentile(samples[finite], q, axis=1)
+    for i in np.flatnonzero(~finite):
+        defined = samples[i][~np.isnan(samples[i])]
         if defined.size == 0:
             lo[i] = hi[i] = np.nan
         else:
@@ -107,9 +111,8 @@ def paired_bootstrap_batch(a: np.ndarray, b: np.ndarray, resamples: int, confide
         raise ValueError("per-query values must be finite")
     m, n = a.shape
     counts = resample_counts(n, resamples, rng)          # (R, n)
-    means_a = a @ counts.T / n                           # (m, R)
-    means_b = b @ counts.T / n
-    diffs = (a - b) @ counts.T / n
+    # One product for both arms and the per-query differences (so equal arms give exact zeros).
+    means_a, means_b, diffs = np.split(np.vstack([a, b, a - b]) @ counts.T / n, 3)   # each (m, R)
     ratios = _safe_ratio(means_a, means_b)
     mean_a, mean_b = a.mean(axis=1), b.mean(axis=1)
     ratio_lo, ratio_hi = percentile_interval(ratios, confidence)
