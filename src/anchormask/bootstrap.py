@@ -35,6 +35,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -191,26 +192,47 @@ def _selector(comp: Mapping[str, Any]) -> tuple[str, str]:
     return "domain", comp["domain"]
 
 
-def _arm_values(pq: pd.DataFrame, name: str, arm: str, column: str, value: str) -> pd.DataFrame:
-    sel = pq[(pq["arm"] == arm) & (pq[column] == value)]
-    if sel.empty:
-        present = sorted(pq.loc[pq[column] == value, "arm"].unique())
-        raise InputError(f"comparison {name!r}: arm {arm!r} has no generations with {column} = {value!r}; "
-                         f"arms there: {', '.join(present) or '(none)'}")
-    return sel.set_index("query_id").sort_index()
+@dataclass(frozen=True)
+class ArmValues:
+    """One arm's per-query values over a selection, in query-id order."""
+
+    query_ids: np.ndarray
+    overlap: np.ndarray
+    runs: np.ndarray
 
 
-def _pair(pq: pd.DataFrame, name: str, a: str, b: str, column: str, value: str):
-    va, vb = _arm_values(pq, name, a, column, value), _arm_values(pq, name, b, column, value)
-    qa, qb = set(va.index), set(vb.index)
-    if qa != qb:
-        only_a, only_b = sorted(qa - qb), sorted(qb - qa)
-        raise InputError(f"comparison {name!r}: arms {a!r} and {b!r} cover different queries "
-                         f"({column} = {value!r}): only in {a}: {only_a[:5]}{' ...' if len(only_a) > 5 else ''}"
-                         f" ({len(only_a)}); only in {b}: {only_b[:5]}{' ...' if len(only_b) > 5 else ''}"
-                         f" ({len(only_b)}); pairing is by query_id")
-    vb = vb.loc[va.index]
-    return list(va.index), va, vb
+class _PerQueryIndex:
+    """The per-query table as numpy columns, so that each comparison selects its rows without pandas.
+
+    Why: the statistics job pairs a dozen comparisons; one pandas filter per arm and comparison
+    cost several times the bootstrap itself. ``per_query`` sorts by (arm, query_id), so a
+    selection keeps query-id order.
+    """
+
+    def __init__(self, pq: pd.DataFrame):
+        self.columns = {c: pq[c].to_numpy() for c in ("arm", "query_id", "split", "domain")}
+        self.overlap = pq["overlap"].to_numpy(dtype=np.float64)
+        self.runs = pq["runs"].to_numpy()
+
+    def arm(self, name: str, arm: str, column: str, value: str) -> ArmValues:
+        where = self.columns[column] == value
+        rows = np.flatnonzero(where & (self.columns["arm"] == arm))
+        if rows.size == 0:
+            present = sorted(set(self.columns["arm"][where].tolist()))
+            raise InputError(f"comparison {name!r}: arm {arm!r} has no generations with {column} = {value!r}; "
+                             f"arms there: {', '.join(present) or '(none)'}")
+        return ArmValues(self.columns["query_id"][rows], self.overlap[rows], self.runs[rows])
+
+    def pair(self, name: str, a: str, b: str, column: str, value: str) -> tuple[ArmValues, ArmValues]:
+        va, vb = self.arm(name, a, column, value), self.arm(name, b, column, value)
+        if not np.array_equal(va.query_ids, vb.query_ids):
+            qa, qb = set(va.query_ids.tolist()), set(vb.query_ids.tolist())
+            only_a, only_b = sorted(qa - qb), sorted(qb - qa)
+            raise InputError(f"comparison {name!r}: arms {a!r} and {b!r} cover different queries "
+                             f"({column} = {value!r}): only in {a}: {only_a[:5]}{' ...' if len(only_a) > 5 else ''}"
+                             f" ({len(only_a)}); only in {b}: {only_b[:5]}{' ...' if len(only_b) > 5 else ''}"
+                             f" ({len(only_b)}); pairing is by query_id")
+        return va, vb
 
 
 def _run_batches(jobs: list[dict[str, Any]], resamples: int, confidence: float, seed: int) -> list[dict]:
@@ -231,7 +253,7 @@ def _run_batches(jobs: list[dict[str, Any]], resamples: int, confidence: float, 
 def run_comparisons(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, Any]], resamples: int,
                     confidence: float, seed: int) -> pd.DataFrame:
     """One row per comparison (config ``statistics.comparisons`` order); see tables.COMPARISONS_SCHEMA."""
-    pq = per_query(generations_df)
+    index = _PerQueryIndex(per_query(generations_df))
     names = [c.get("name") for c in comparisons]
     dupes = sorted({n for n in names if names.count(n) > 1}, key=str)
     if dupes:
@@ -242,11 +264,10 @@ def run_comparisons(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[
         if not name or "a" not in comp or "b" not in comp:
             raise InputError(f"comparison {comp!r}: needs name, a and b")
         column, value = _selector(comp)
-        qids, va, vb = _pair(pq, name, comp["a"], comp["b"], column, value)
+        va, vb = index.pair(name, comp["a"], comp["b"], column, value)
         jobs.append({"name": name, "selector": f"{column}={value}", "a": comp["a"], "b": comp["b"],
-                     "query_ids": qids, "a_values": va["overlap"].to_numpy(), "b_values": vb["overlap"].to_numpy(),
-                     "runs_a": int(va["runs"].max()), "runs_b": int(vb["runs"].max()),
-                     "report": comp.get("report")})
+                     "query_ids": va.query_ids.tolist(), "a_values": va.overlap, "b_values": vb.overlap,
+                     "runs_a": int(va.runs.max()), "runs_b": int(vb.runs.max()), "report": comp.get("report")})
     results = _run_batches(jobs, resamples, confidence, seed)
     rows = []
     for job, res in zip(jobs, results):
@@ -272,7 +293,7 @@ def run_sweep(sweep_df: pd.DataFrame, resamples: int, confidence: float, seed: i
     if held.empty:
         raise InputError("sweep table has no held-out generations")
     points = sorted({(int(n), int(k)) for n, k in held[["train_size", "train_steps"]].itertuples(index=False)})
-    pq = per_query(held)
+    index = _PerQueryIndex(per_query(held))
     jobs = []
     for size, steps in points:
         at = held[(held["train_size"] == size) & (held["train_steps"] == steps)]
@@ -284,11 +305,11 @@ def run_sweep(sweep_df: pd.DataFrame, resamples: int, confidence: float, seed: i
                                  f"{found or 'none'}")
             arms[strategy] = found[0]
         name = f"{size}x{steps}"
-        qids, va, vb = _pair(pq, f"sweep {name}", arms[a_strategy], arms[b_strategy], "split", "held_out")
+        va, vb = index.pair(f"sweep {name}", arms[a_strategy], arms[b_strategy], "split", "held_out")
         jobs.append({"point": name, "train_size": size, "train_steps": steps, "a": arms[a_strategy],
-                     "b": arms[b_strategy], "query_ids": qids, "a_values": va["overlap"].to_numpy(),
-                     "b_values": vb["overlap"].to_numpy(), "runs_a": int(va["runs"].max()),
-                     "runs_b": int(vb["runs"].max()), "report": report.get(name)})
+                     "b": arms[b_strategy], "query_ids": va.query_ids.tolist(), "a_values": va.overlap,
+                     "b_values": vb.overlap, "runs_a": int(va.runs.max()), "runs_b": int(vb.runs.max()),
+                     "report": report.get(name)})
     unknown = sorted(set(report) - {j["point"] for j in jobs})
     if unknown:
         log.warning("sweep_report names points the sweep table does not have: %s", ", ".join(unknown))
