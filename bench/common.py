@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -234,7 +235,6 @@ _CLEANUP: list[Path] = []
 
 def register_cleanup(path: Path) -> None:
     import atexit
-    import shutil
 
     if not _CLEANUP:
         atexit.register(lambda: [shutil.rmtree(p, ignore_errors=True) for p in _CLEANUP])
@@ -272,3 +272,23 @@ def default_adapter(cfg: dict[str, Any], threads: int) -> tuple[Path, str]:
     torch.set_num_threads(threads)
     ADAPTERS["anchor_default"] = (work / job.id, base_sha)
     return work / job.id, f"trained now ({job.id})"
+
+
+# --------------------------------------------------------------------------- the workflow
+
+def snakemake_exe() -> str:
+    return str(Path(python()).with_name("snakemake"))
+
+
+def copy_repo(dest: Path) -> Path:
+    """The working tree as git sees it (tracked and untracked-but-not-ignored files), no results/ outputs."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        if name.startswith("results/") and name != "results/README.md":
+            continue
+        src = REPO / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest

@@ -21,22 +21,8 @@ from pathlib import Path
 
 from bench import common
 from bench.common import Line, say
-from bench.dag import snakemake_exe
 
 TARGET_S = 600.0
-
-
-def copy_repo(dest: Path) -> Path:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=common.REPO, check=True,
-                           capture_output=True).stdout.decode().split("\0")
-    for name in filter(None, files):
-        if name.startswith("results/") and name != "results/README.md":
-            continue
-        src = common.REPO / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-    return dest
 
 
 def benchmark_patterns(rules_dir: Path) -> list[tuple[str, re.Pattern, int]]:
@@ -89,9 +75,9 @@ def run(threads: int | None = None, cores: int = 2, extra_args: tuple[str, ...] 
     """``extra_args`` go to snakemake (e.g. ("--configfile", "tests/configs/tiny.yaml") to try this quickly)."""
     work = Path(tempfile.mkdtemp(prefix="anchormask-bench-e2e-"))
     try:
-        repo = copy_repo(work / "repo")
+        repo = common.copy_repo(work / "repo")
         env = {**os.environ, "PYTHONHASHSEED": "0"}
-        command = [snakemake_exe(), "--cores", str(cores), *extra_args]
+        command = [common.snakemake_exe(), "--cores", str(cores), *extra_args]
         say(f"e2e: snakemake --cores {cores} {' '.join(extra_args)} in {repo}".replace("  ", " "))
         t = time.perf_counter()
         proc = subprocess.run(command, cwd=repo, capture_output=True, text=True, env=env, timeout=3600)
