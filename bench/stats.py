@@ -67,20 +67,11 @@ def paired_arrays(df: pd.DataFrame, comparisons: list[dict[str, Any]]) -> list[d
 
 
 def core_batches(pairs: list[dict[str, Any]], resamples: int, confidence: float, seed: int) -> list[dict[str, float]]:
-    """anchormask.bootstrap.paired_bootstrap_batch per query set, seeded as run_comparisons seeds it."""
+    """The statistics job's core on pre-paired arrays: one paired_bootstrap_batch per query set."""
     from anchormask import bootstrap
 
-    groups: dict[tuple[str, ...], list[int]] = {}
-    for i, p in enumerate(pairs):
-        groups.setdefault(tuple(p["query_ids"]), []).append(i)
-    results: list[dict[str, float]] = [{}] * len(pairs)
-    for qids, members in groups.items():
-        out = bootstrap.paired_bootstrap_batch(np.stack([pairs[i]["a"] for i in members]),
-                                               np.stack([pairs[i]["b"] for i in members]), resamples, confidence,
-                                               bootstrap.query_set_rng(seed, qids))
-        for row, i in enumerate(members):
-            results[i] = {k: float(out[k][row]) for k in bootstrap.RESULT_KEYS}
-    return results
+    jobs = [{"query_ids": p["query_ids"], "a_values": p["a"], "b_values": p["b"]} for p in pairs]
+    return bootstrap.run_batches(jobs, resamples, confidence, seed)
 
 
 def _ratio_and_diff(a, b, axis=-1):

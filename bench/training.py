@@ -25,7 +25,8 @@ from bench.reference import reference_train_step
 STRATEGY, TARGETS = "anchor", "full"
 
 
-def run(threads: int | None = None, steps: int = 30, warmup: int = 5, chunk: int = 1, seed: int = 42) -> tuple[dict, list[Line]]:
+def run(threads: int | None = None, steps: int = 30, warmup: int = 5, chunk: int = 1,
+        seed: int = 42) -> tuple[dict, list[Line]]:
     import torch
     from peft import get_peft_model
 

@@ -235,8 +235,13 @@ class _PerQueryIndex:
         return va, vb
 
 
-def _run_batches(jobs: list[dict[str, Any]], resamples: int, confidence: float, seed: int) -> list[dict]:
-    """jobs: dicts with query_ids, a_values, b_values (+ anything else); grouped by query set."""
+def run_batches(jobs: list[dict[str, Any]], resamples: int, confidence: float, seed: int) -> list[dict]:
+    """Result dicts (``RESULT_KEYS``) of many paired comparisons, in ``jobs`` order.
+
+    ``jobs`` are dicts with ``query_ids`` and the aligned ``a_values``, ``b_values`` (other keys are
+    ignored). Comparisons over the same query set form one ``paired_bootstrap_batch`` whose
+    Generator comes from ``seed`` and the sorted query ids (``query_set_rng``).
+    """
     groups: dict[tuple[str, ...], list[int]] = {}
     for i, job in enumerate(jobs):
         groups.setdefault(tuple(job["query_ids"]), []).append(i)
@@ -268,7 +273,7 @@ def run_comparisons(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[
         jobs.append({"name": name, "selector": f"{column}={value}", "a": comp["a"], "b": comp["b"],
                      "query_ids": va.query_ids.tolist(), "a_values": va.overlap, "b_values": vb.overlap,
                      "runs_a": int(va.runs.max()), "runs_b": int(vb.runs.max()), "report": comp.get("report")})
-    results = _run_batches(jobs, resamples, confidence, seed)
+    results = run_batches(jobs, resamples, confidence, seed)
     rows = []
     for job, res in zip(jobs, results):
         rows.append({"name": job["name"], "selector": job["selector"], "a": job["a"], "b": job["b"], **res,
@@ -313,7 +318,7 @@ def run_sweep(sweep_df: pd.DataFrame, resamples: int, confidence: float, seed: i
     unknown = sorted(set(report) - {j["point"] for j in jobs})
     if unknown:
         log.warning("sweep_report names points the sweep table does not have: %s", ", ".join(unknown))
-    results = _run_batches(jobs, resamples, confidence, seed)
+    results = run_batches(jobs, resamples, confidence, seed)
     rows = []
     for job, res in zip(jobs, results):
         rows.append({k: job[k] for k in ("point", "train_size", "train_steps", "a", "b")} | res
