@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--only", choices=sorted(BENCHMARKS), action="append",
                         help="run only this benchmark (repeatable)")
-    parser.add_argument("--e2e", action="store_true", help="also run the end-to-end benchmark (~10 min)")
+    parser.add_argument("--e2e", action="store_true", help="also run the end-to-end benchmark (~6 min)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads of the in-process competitors (default: the pipeline's per-job "
                              "train.threads / generation.threads)")
