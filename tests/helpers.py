@@ -49,16 +49,23 @@ def copy_repo(dest: Path) -> Path:
     return dest
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 900):
-    import os
-    import subprocess
+def snakemake_cli(*args: str) -> list[str]:
+    """The command line of this environment's snakemake."""
     import sys
 
-    exe = Path(sys.executable).with_name("snakemake")
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    proc = subprocess.run([str(exe), *args], cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env)
+    return [str(Path(sys.executable).with_name("snakemake")), *args]
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 900, env: dict[str, str] | None = None):
+    """Run snakemake in ``workdir`` (environment: ``env`` or this process's, with a fixed hash seed)."""
+    import os
+    import subprocess
+
+    env = {**(os.environ if env is None else env), "PYTHONHASHSEED": "0"}
+    proc = subprocess.run(snakemake_cli(*args), cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env)
     if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n"
+                             f"{proc.stderr[-6000:]}")
     return proc
 
 

@@ -16,7 +16,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from base64 import urlsafe_b64encode
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ import pytest
 from anchormask import audit
 from anchormask.checksum import directory_sha256
 from anchormask.cli import main as cli
-from helpers import snakemake
+from helpers import snakemake, snakemake_cli
 
 TINY = "tests/configs/tiny.yaml"
 ANCHOR_LR = "train: {overrides: {anchor: {lr: 0.02}}}\n"
@@ -86,10 +85,6 @@ def overlay(tmp: Path, name: str, text: str) -> str:
     path = tmp / name
     path.write_text(text)
     return str(path)
-
-
-def snakemake_cli(*args: str) -> list[str]:
-    return [str(Path(sys.executable).with_name("snakemake")), *args]
 
 
 @dataclass

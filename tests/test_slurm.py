@@ -14,17 +14,15 @@ Run with -s to see the numbers (SLURM jobs, wall times).
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from helpers import copy_repo
+from helpers import copy_repo, snakemake
 from slurm_cluster import STATUS_OPTION, slurm_cluster  # noqa: F401  (session fixture)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -62,21 +60,11 @@ def _reduced_repo(dest: Path, overlay: Path) -> Path:
     return repo
 
 
-def _snakemake(workdir: Path, env: dict[str, str], *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    exe = Path(sys.executable).with_name("snakemake")
-    proc = subprocess.run([str(exe), *args], cwd=workdir, env={**env, "PYTHONHASHSEED": "0"},
-                          capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"
-                             f"{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}")
-    return proc
-
-
 def _through_slurm(cluster, workdir: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
     """Targets first, then the cluster options: --configfile takes every value after it."""
     start = time.monotonic()
-    proc = _snakemake(workdir, cluster.env, *args[:1], "--profile", "slurm/nogpu", *STATUS_OPTION,
-                      *FAST_POLLING, *TEST_RESOURCES, *args[1:])
+    proc = snakemake(workdir, *args[:1], "--profile", "slurm/nogpu", *STATUS_OPTION, *FAST_POLLING,
+                     *TEST_RESOURCES, *args[1:], env=cluster.env)
     return proc, time.monotonic() - start
 
 
@@ -104,7 +92,7 @@ def test_slurm_run_matches_local_run(slurm_cluster, tmp_path):  # noqa: F811
     local = _reduced_repo(tmp_path / "local", tmp_path / "reduced.yaml")
     config = ["--configfile", TINY, str(tmp_path / "reduced.yaml")]
     start = time.monotonic()
-    _snakemake(local, dict(os.environ), TARGET, "--cores", "2", *config)
+    snakemake(local, TARGET, "--cores", "2", *config)
     local_seconds = time.monotonic() - start
 
     remote = _reduced_repo(tmp_path / "remote", tmp_path / "reduced.yaml")
