@@ -1,4 +1,4 @@
-"""4. End to end (``--e2e``, off by default: ~10 min): ``snakemake --cores 2`` in a temporary copy of
+"""4. End to end (``--e2e``, off by default: ~6 min on 2 idle cores): ``snakemake --cores 2`` in a temporary copy of
 the repository from a clean results/, against the 10-minute target, with a per-rule breakdown
 summed from results/benchmarks/**/*.tsv (the ``s`` column; ``max_rss`` is the rule's largest);
 a file's rule is the one whose ``benchmark:`` pattern in workflow/rules/*.smk matches it.
