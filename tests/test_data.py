@@ -1,8 +1,8 @@
-import gzip
 
 import pytest
 
-from anchormask import data, io, pretrain
+from anchormask import data, io
+from anchormask.pretrain_text import normalise
 from helpers import REPO
 
 HELD_OUT = ["astronomy", "medicine", "law", "culinary"]
@@ -58,24 +58,9 @@ def _held_out_statements():
 
 def test_no_held_out_statement_is_in_the_training_pairs():
     pairs = data.load_pairs(REPO / "data" / "train" / "pairs.jsonl")
-    train_text = " ".join(pretrain.normalise(p["question"] + " " + p["answer"]) for p in pairs)
+    train_text = " ".join(normalise(p["question"] + " " + p["answer"]) for p in pairs)
     for statement in _held_out_statements():
-        assert pretrain.normalise(statement) not in train_text
-
-
-def test_no_held_out_statement_is_in_the_pretraining_text():
-    with gzip.open(REPO / "data" / "pretrain" / "wordnet_text.txt.gz", "rt") as fh:
-        text = pretrain.normalise(fh.read())
-    assert len(text) > 1_000_000
-    for statement in _held_out_statements():
-        assert pretrain.normalise(statement) not in text
-
-
-def test_leak_filter_drops_lines_that_contain_a_held_out_statement():
-    statement = "Pulsars are rapidly spinning neutron stars."
-    lines = ["a harmless gloss", f"quoted: {statement.upper()} end", "another gloss"]
-    kept, dropped = pretrain.drop_leaks(lines, [statement])
-    assert kept == ["a harmless gloss", "another gloss"] and dropped == 1
+        assert normalise(statement) not in train_text
 
 
 def test_every_query_gold_statement_exists_in_its_corpus():
@@ -87,10 +72,10 @@ def test_every_query_gold_statement_exists_in_its_corpus():
 
 def test_no_query_appears_in_the_training_pairs_and_in_domain_queries_are_new():
     pairs = data.load_pairs(REPO / "data" / "train" / "pairs.jsonl")
-    questions = {pretrain.normalise(p["question"]) for p in pairs}
-    train_text = " ".join(pretrain.normalise(p["question"] + " " + p["answer"]) for p in pairs)
+    questions = {normalise(p["question"]) for p in pairs}
+    train_text = " ".join(normalise(p["question"] + " " + p["answer"]) for p in pairs)
     for domain in ["in_domain", *HELD_OUT]:
         for q in data.load_queries(REPO / "data" / "queries" / f"{domain}.jsonl"):
-            assert pretrain.normalise(q["query"]) not in questions, q["id"]
+            assert normalise(q["query"]) not in questions, q["id"]
             if domain != "in_domain":
-                assert pretrain.normalise(q["query"]) not in train_text, q["id"]
+                assert normalise(q["query"]) not in train_text, q["id"]

@@ -1,38 +1,99 @@
+"""Pretraining of the embedded base: sequences, length buckets, schedule, loss and resumption."""
+
 import dataclasses
+import shutil
 
 import pytest
 import torch
-from transformers import AutoModelForMaskedLM, AutoTokenizer
+from transformers import AutoTokenizer
 
-from anchormask import pretrain
+from anchormask import io, pretrain
+
+LINES = ["the river flows into the sea", "the sea", "the deepest lake of the world is in the north",
+         "the sun is a star", "the moon is a planet of the sun", "which city is the capital of the country",
+         "the law court is in the city", "bread and salt are food"] * 4
+
+
+def settings(**overrides) -> pretrain.PretrainSettings:
+    values = dict(vocab_size=64, hidden_size=32, layers=1, heads=2, intermediate_size=64, max_positions=64,
+                  seq_len=16, min_tokens=4, pair_share=0.5, tokens_per_batch=64, steps=4, lr=0.01,
+                  warmup_steps=1, decay_steps=2, weight_decay=0.0, min_mask_ratio=0.05, weighting="none",
+                  bf16=False, seed=0, log_every=1, checkpoint_every=2, eval_sequences=4)
+    return pretrain.PretrainSettings(**{**values, **overrides})
 
 
 @pytest.fixture(scope="module")
-def tiny(tiny_model_dir):
-    return AutoModelForMaskedLM.from_pretrained(tiny_model_dir), AutoTokenizer.from_pretrained(tiny_model_dir)
+def tok(tiny_model_dir):
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
-def test_one_sequence_per_line_padded_and_short_lines_dropped(tiny):
-    _, tok = tiny
-    lines = ["the river flows into the sea", "the sea", "the deepest lake of the world is in the north"]
-    ids, attention = pretrain.encode_lines(lines, tok, seq_len=8, min_tokens=6)
-    assert ids.shape == (2, 8) and attention[0].sum() == 8 and attention[1].sum() == 8
-    assert ids[0, 0] == tok.cls_token_id and ids[0, -1] == tok.sep_token_id
+def test_sequences_are_one_or_two_segments_cut_to_length_and_short_ones_dropped(tok):
+    seqs = pretrain.encode_sequences(LINES, tok, settings(seq_len=12, min_tokens=5))
+    cls, sep = tok.cls_token_id, tok.sep_token_id
+    assert all(s[0] == cls and s[-1] == sep and 5 <= len(s) <= 12 for s in seqs)
+    segments = {s.count(sep) for s in seqs}
+    assert segments == {1, 2}
+    assert pretrain.encode_sequences(LINES, tok, settings(pair_share=0.0, min_tokens=1)) == \
+        [[cls, *ids, sep] for ids in tok(LINES, add_special_tokens=False)["input_ids"]]
 
 
-@pytest.mark.parametrize("weighting", ["none", "inverse_t"])
-def test_pretraining_loss_only_looks_at_masked_real_tokens(tiny, weighting):
-    model, tok = tiny
-    ids, attention = pretrain.encode_lines(["the river flows into the sea", "the sun is a star"], tok, seq_len=12,
-                                           min_tokens=3)
-    settings = dataclasses.replace(pretrain.PretrainSettings(), weighting=weighting, min_mask_ratio=0.5)
+def test_length_batches_cover_every_sequence_once_within_the_token_budget():
+    lengths = [3, 9, 4, 9, 5, 20, 3, 7, 8, 4, 6, 12] * 5
+    batches = pretrain.length_batches(lengths, 40, seed=1)
+    flat = sorted(i for b in batches for i in b)
+    assert flat == list(range(len(lengths)))
+    assert all(len(b) * max(lengths[i] for i in b) <= 40 for b in batches)
+    padding = sum(len(b) * max(lengths[i] for i in b) - sum(lengths[i] for i in b) for b in batches)
+    assert padding / sum(lengths) < 0.1
+    assert batches == pretrain.length_batches(lengths, 40, seed=1) != pretrain.length_batches(lengths, 40, seed=2)
+
+
+def test_schedule_warms_up_holds_then_decays_to_zero():
+    s = settings(steps=10, warmup_steps=2, decay_steps=4)
+    factors = [pretrain.lr_factor(step, s) for step in range(11)]
+    assert factors[:2] == [0.5, 1.0] and factors[2:7] == [1.0] * 5
+    assert factors[7:] == [0.75, 0.5, 0.25, 0.0]
+
+
+def test_loss_is_zero_not_nan_when_nothing_is_masked_and_positive_otherwise(tiny_model_dir, tok):
+    from transformers import AutoModelForMaskedLM
+
+    model = AutoModelForMaskedLM.from_pretrained(tiny_model_dir)
+    ids, attention = pretrain.pad_batch(pretrain.encode_sequences(LINES[:4], tok, settings(pair_share=0)),
+                                        tok.pad_token_id)
     special = torch.tensor(tok.all_special_ids)
-    loss = pretrain.diffusion_pretrain_loss(model, ids, attention, tok.mask_token_id, special, settings,
-                                            torch.Generator().manual_seed(0))
-    assert torch.isfinite(loss) and loss > 0
-    loss.backward()
-    assert model.cls.predictions.decoder.weight.grad is not None
+    everything = torch.arange(200)
+    none = pretrain.diffusion_loss(model, ids, attention, tok.mask_token_id, everything, settings(),
+                                   torch.Generator().manual_seed(0))
+    assert none.item() == 0.0
+    some = pretrain.diffusion_loss(model, ids, attention, tok.mask_token_id, special, settings(min_mask_ratio=0.9),
+                                   torch.Generator().manual_seed(0))
+    assert some.item() > 1.0
 
 
-def test_pretraining_text_is_lowercase_free_of_markup():
-    assert pretrain.normalise("  The  Nile,  RIVER. ") == pretrain.normalise("the nile, river.")
+def test_an_interrupted_run_resumes_to_the_same_weights(tmp_path):
+    from safetensors.torch import load_file
+
+    straight = pretrain.pretrain(LINES, LINES[:4], tmp_path / "a", tmp_path / "state_a", settings(steps=4))
+    # the tokenizer trainer breaks frequency ties in hash order, so a run keeps its tokenizer in its state
+    shutil.copytree(tmp_path / "state_a" / "tokenizer", tmp_path / "state_b" / "tokenizer")
+    pretrain.pretrain(LINES, LINES[:4], tmp_path / "b", tmp_path / "state_b", settings(steps=2, decay_steps=0))
+    # the same run, stopped after its checkpoint at step 2, then resumed with the full length
+    resumed = pretrain.pretrain(LINES, LINES[:4], tmp_path / "b", tmp_path / "state_b", settings(steps=4))
+    assert straight["steps"] == resumed["steps"] == 4
+    a, b = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert [h["step"] for h in resumed["history"]] == [2, 4]
+
+
+def test_a_checkpoint_of_another_model_is_refused(tmp_path):
+    pretrain.pretrain(LINES, LINES[:4], tmp_path / "a", tmp_path / "state", settings(steps=2))
+    with pytest.raises(io.InputError, match="delete .*state to start afresh"):
+        pretrain.pretrain(LINES, LINES[:4], tmp_path / "b", tmp_path / "state", settings(steps=2, hidden_size=64))
+
+
+def test_settings_need_every_key_once():
+    values = dataclasses.asdict(settings())
+    assert pretrain.settings_from(values) == settings()
+    with pytest.raises(io.InputError, match=r"missing \['seed'\], unknown \['sead'\]"):
+        pretrain.settings_from({**{k: v for k, v in values.items() if k != "seed"}, "sead": 0})

@@ -6,6 +6,7 @@ should are both questions about bytes; these subcommands answer them without Sna
     anchormask hash DIR                                manifest hash of a checkpoint directory
     anchormask audit manifest [--results R] [-o FILE]  JSON manifest of every output under R
     anchormask audit compare OLD NEW                   changed / unchanged / added / removed
+    anchormask evaluate-base [--base DIR] [-o DIR]     quality gates of a base (base_eval.py)
 """
 
 from __future__ import annotations
@@ -36,6 +37,21 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate_base(args: argparse.Namespace) -> int:
+    from anchormask import base_eval, config, io, pretrain_text, runlog
+
+    runlog.log_to(None)
+    cfg = config.load(args.config)
+    base = {**cfg["base"], **({"path": args.base, "sha256": directory_sha256(args.base)} if args.base else {})}
+    validation = args.validation if args.validation is not None else cfg.get("base_eval", {}).get("validation")
+    lines = pretrain_text.read_lines(validation) if validation else None
+    result = base_eval.evaluate(cfg, base=base, validation_lines=lines, seed=args.seed, threads=args.threads)
+    io.write_json(f"{args.output}/evaluation.json", result)
+    io.write_text(f"{args.output}/summary.md", base_eval.markdown(result))
+    sys.stdout.write(base_eval.markdown(result))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="anchormask", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -53,6 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("old")
     c.add_argument("new")
     c.set_defaults(func=_compare)
+    e = sub.add_parser("evaluate-base", help="masked-token scores and generation gates of a base")
+    e.add_argument("--config", default="config.yaml", help="the study config (data, retrieval, generation)")
+    e.add_argument("--base", default=None, help="checkpoint directory (default: the config's base.path)")
+    e.add_argument("--validation", default=None,
+                   help="gzip text of held-out lines (default: the config's base_eval.validation; '' for none)")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--threads", type=int, default=1)
+    e.add_argument("-o", "--output", default="results/base_eval", help="folder for evaluation.json and summary.md")
+    e.set_defaults(func=_evaluate_base)
     return parser
 
 

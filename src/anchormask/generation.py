@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,24 @@ def post_anchor_ids(result: sampler.Result, end_id: int | None) -> list[int]:
     return tail[: tail.index(end_id)] if end_id in tail else tail
 
 
+def split_post_anchor(tokenizer, slot_ids: list[int], locked: int, tail: list[int]) -> tuple[str, bool]:
+    """The post-anchor text and whether the model continued the anchor's last word.
+
+    The anchor and its continuation are decoded together and the anchor's text is cut off, so
+    a word piece after the anchor joins its word (``flow`` + ``##s``) instead of printing as
+    ``##s``; such a piece belongs to the anchor's word and is not part of the continuation.
+    """
+    anchor = tokenizer.decode(slot_ids[:locked], skip_special_tokens=True)
+    whole = tokenizer.decode(slot_ids[:locked] + tail, skip_special_tokens=True)
+    if not whole.startswith(anchor):  # decoder clean-up changed the anchor's spelling: decode apart
+        return tokenizer.decode(tail, skip_special_tokens=True).strip(), False
+    rest = whole[len(anchor):]
+    mid_word = bool(anchor) and anchor[-1].isalnum() and rest[:1].isalnum()
+    if mid_word:
+        rest = re.sub(r"^[^\W_]+", "", rest)
+    return rest.strip(), mid_word
+
+
 def requests_for(tokenizer, retrieved: list[dict[str, Any]]) -> list[sampler.Request]:
     return [sampler.Request(r["query_id"], layout.prompt_ids(tokenizer, r["query"]),
                             layout.anchor_ids(tokenizer, r["statement"])) for r in retrieved]
@@ -53,13 +72,14 @@ def generation_records(backbone: bb.Backbone, runtime: bb.Runtime, retrieved: li
     records = []
     for query, result in zip(retrieved, results):
         tail = post_anchor_ids(result, end_id)
+        post_text, mid_word = split_post_anchor(tok, result.slot_ids, result.locked, tail)
         records.append({
             "query_id": query["query_id"], "domain": query["domain"], "split": query["split"],
             **identity,
             "query": query["query"], "statement_id": query["statement_id"], "statement": query["statement"],
             "locked_tokens": result.locked, "anchor_truncated": result.anchor_truncated,
             "generated_text": tok.decode(result.slot_ids, skip_special_tokens=True),
-            "post_anchor_text": tok.decode(tail, skip_special_tokens=True),
+            "post_anchor_text": post_text, "continues_anchor_word": mid_word,
             "post_anchor_tokens": len(tail), "forward_passes": result.forward_passes,
             "sampler": settings.record(), "seed": settings.seed,
         })

@@ -1,29 +1,27 @@
-"""Build the embedded base: a small, deliberately undertrained masked-diffusion LM.
+"""Pretrain the embedded base: a small BERT-layout masked-diffusion LM, resumable.
 
-The text is WordNet 3.0's glosses and usage examples, as Debian's ``wordnet-base`` package
-ships them (``/usr/share/wordnet/data.*``). The model is a BERT-layout bidirectional
-transformer with a masked-LM head, trained from scratch with the masked-diffusion objective:
-per sequence a mask ratio t ~ U(eps, 1], each non-special token masked with probability t,
-and cross-entropy at the masked positions.
+Objective: per sequence a mask ratio t ~ U(min_mask_ratio, 1], each non-special token masked
+with probability t, cross-entropy averaged over the masked tokens (LLaDA's 1/t ELBO weighting is
+an option; on small models it let the few low-t sequences dominate and stalled training).
 
-Two choices here come from measurements on this model, not from the papers. Each sequence is
-one gloss (``[CLS] gloss [SEP]``, padded, with an attention mask) rather than a window of
-packed glosses: packed windows of unrelated glosses left the model at the unigram plateau
-(masked CE ~7.1 nats, the unigram entropy of the text) for 1,500+ steps, while one gloss per
-sequence fell below it within 300. And the loss averages CE over the masked tokens by default
-(``weighting: none``); LLaDA's ELBO weighting (sum of CE / t over the masked tokens, divided
-by the number of tokens; ``weighting: inverse_t``) lets the few sequences with small t
-dominate the gradient, which stalled the same way.
+Choices measured on this machine (data/base/README.md has the numbers):
+- one text line per sequence, or two adjacent lines as ``[CLS] a [SEP] b [SEP]`` (the study's
+  two-segment layout); packed windows of unrelated glosses stayed at the unigram plateau;
+- length buckets: each batch holds sequences of nearly equal length, so almost no position is
+  padding (a fixed-length batch of dictionary lines was half padding);
+- bf16 autocast on CPUs that have bf16 instructions (1.6x per CPU-second at this size);
+- warm-up, then a constant learning rate, then a linear decay over the last ``decay_steps``:
+  raising ``steps`` extends a run that has not reached its decay, from its last checkpoint.
+The training state (weights, optimizer, step, RNG) is checkpointed every
+``checkpoint_every`` steps, so an interrupted run resumes where it stopped.
 """
 
 from __future__ import annotations
 
-import gzip
+import dataclasses
 import logging
-import math
-import re
+import random
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,73 +32,33 @@ from anchormask.progress import Progress
 
 log = logging.getLogger(__name__)
 
-_GLOSS_FILES = ("data.noun", "data.verb", "data.adj", "data.adv")
-_QUOTED = re.compile(r'"([^"]+)"')
-
-
-def normalise(text: str) -> str:
-    """Lowercase, single-spaced: the form in which texts are compared for leakage."""
-    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
-
-
-def wordnet_lines(wordnet_dir: str | Path) -> list[str]:
-    """One line per synset gloss ("lemma: definition.") and one per quoted usage example."""
-    root = Path(wordnet_dir)
-    lines: list[str] = []
-    for name in _GLOSS_FILES:
-        path = root / name
-        if not path.is_file():
-            raise io.InputError(f"{path}: not found; install Debian's wordnet-base (apt-get install "
-                                "wordnet-base) or set pretrain.wordnet_dir")
-        for raw in path.read_text(encoding="latin-1").splitlines():
-            if raw.startswith("  ") or "|" not in raw:
-                continue  # licence header
-            fields, gloss = raw.split("|", 1)
-            lemma = fields.split()[4].replace("_", " ")
-            lemma = re.sub(r"\([a-z]+\)$", "", lemma)
-            definition = re.sub(r"[;\s]*;[;\s]*", "; ", _QUOTED.sub("", gloss)).strip().strip(";").strip()
-            if definition:
-                lines.append(f"{lemma}: {definition}.")
-            lines.extend(example.strip() for example in _QUOTED.findall(gloss) if example.strip())
-    return lines
-
-
-def drop_leaks(lines: Iterable[str], forbidden: Iterable[str]) -> tuple[list[str], int]:
-    """Remove every line that contains a forbidden statement (compared normalised)."""
-    banned = [normalise(s) for s in forbidden]
-    kept, dropped = [], 0
-    for line in lines:
-        norm = normalise(line)
-        if any(b and b in norm for b in banned):
-            dropped += 1
-        else:
-            kept.append(line)
-    return kept, dropped
-
-
-def read_pretrain_text(path: str | Path) -> list[str]:
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return fh.read().splitlines()
-
 
 @dataclass(frozen=True)
 class PretrainSettings:
-    vocab_size: int = 8192
-    hidden_size: int = 128
-    layers: int = 4
-    heads: int = 4
-    intermediate_size: int = 512
-    max_positions: int = 128
-    seq_len: int = 32
-    batch_size: int = 128
-    steps: int = 3000
-    lr: float = 2e-3
-    warmup_steps: int = 200
-    weight_decay: float = 0.01
-    min_mask_ratio: float = 0.05
-    weighting: str = "none"  # none | inverse_t
-    seed: int = 0
-    log_every: int = 100
+    """Every value lives in workflow/pretrain.yaml (one source); see its comments."""
+
+    vocab_size: int
+    hidden_size: int
+    layers: int
+    heads: int
+    intermediate_size: int
+    max_positions: int
+    seq_len: int
+    min_tokens: int
+    pair_share: float
+    tokens_per_batch: int
+    steps: int
+    lr: float
+    warmup_steps: int
+    decay_steps: int
+    weight_decay: float
+    min_mask_ratio: float
+    weighting: str  # none | inverse_t
+    bf16: bool
+    seed: int
+    log_every: int
+    checkpoint_every: int
+    eval_sequences: int
 
 
 def train_tokenizer(lines: list[str], vocab_size: int):
@@ -114,94 +72,274 @@ def train_tokenizer(lines: list[str], vocab_size: int):
     return BertTokenizerFast(vocab=wp.get_vocab(), do_lower_case=True)
 
 
-def encode_lines(lines: list[str], tokenizer, seq_len: int, min_tokens: int = 6
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One ``[CLS] line [SEP]`` sequence per line, truncated and padded to ``seq_len``.
+def encode_sequences(lines: list[str], tokenizer, settings: PretrainSettings) -> list[list[int]]:
+    """``[CLS] line [SEP]``, or with a seeded ``pair_share`` two adjacent lines as two segments.
 
-    Lines of fewer than ``min_tokens`` tokens (specials included) are dropped: a two-word
-    gloss has no context to learn from.
+    Sequences longer than ``seq_len`` are cut (keeping the final [SEP]); shorter than
+    ``min_tokens`` (specials included) are dropped: a two-word line has no context to learn from.
     """
-    enc = tokenizer(lines, add_special_tokens=True, truncation=True, max_length=seq_len,
-                    padding="max_length", return_tensors="pt")
-    keep = enc["attention_mask"].sum(1) >= min_tokens
-    return enc["input_ids"][keep], enc["attention_mask"][keep]
+    pieces = tokenizer(lines, add_special_tokens=False)["input_ids"]
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    rng = random.Random(settings.seed)
+    sequences: list[list[int]] = []
+    i = 0
+    while i < len(pieces):
+        if i + 1 < len(pieces) and rng.random() < settings.pair_share:
+            ids = [cls, *pieces[i], sep, *pieces[i + 1], sep]
+            i += 2
+        else:
+            ids = [cls, *pieces[i], sep]
+            i += 1
+        if len(ids) > settings.seq_len:
+            ids = ids[:settings.seq_len - 1] + [sep]
+        if len(ids) >= settings.min_tokens:
+            sequences.append(ids)
+    return sequences
 
 
-def diffusion_pretrain_loss(model, batch: torch.Tensor, attention: torch.Tensor, mask_id: int,
-                            special: torch.Tensor, settings: PretrainSettings,
-                            generator: torch.Generator) -> torch.Tensor:
-    """Masked-diffusion loss; logits are computed at the masked positions only."""
-    b, n = batch.shape
-    t = settings.min_mask_ratio + (1 - settings.min_mask_ratio) * torch.rand(b, 1, generator=generator)
-    masked = (torch.rand(b, n, generator=generator) < t) & ~torch.isin(batch, special)
-    noisy = torch.where(masked, torch.full_like(batch, mask_id), batch)
+def length_batches(lengths: list[int], tokens_per_batch: int, seed: int) -> list[list[int]]:
+    """Batches of near-equal length (sorted, random tie order), in a seeded random order."""
+    rng = random.Random(seed)
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))
+    batches: list[list[int]] = []
+    start = 0
+    while start < len(order):
+        rows = max(1, tokens_per_batch // lengths[order[start]])
+        while rows > 1 and rows * lengths[order[min(len(order), start + rows) - 1]] > tokens_per_batch:
+            rows -= 1  # sorted ascending: the chunk's last sequence is its longest
+        batches.append(order[start:start + rows])
+        start += rows
+    rng.shuffle(batches)
+    return batches
+
+
+def pad_batch(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        ids[row, :len(seq)] = torch.tensor(seq)
+        attention[row, :len(seq)] = 1
+    return ids, attention
+
+
+def mask_batch(ids: torch.Tensor, t: torch.Tensor, mask_id: int, special: torch.Tensor,
+               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask each non-special token with its row's probability t; return (noisy ids, masked)."""
+    masked = (torch.rand(ids.shape, generator=generator) < t) & ~torch.isin(ids, special)
+    return torch.where(masked, torch.full_like(ids, mask_id), ids), masked
+
+
+def masked_logits(model, noisy: torch.Tensor, attention: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+    """Logits at the masked positions only: the vocabulary head is most of the cost."""
     hidden = model.bert(input_ids=noisy, attention_mask=attention).last_hidden_state
-    logits = model.cls(hidden[masked])
-    ce = torch.nn.functional.cross_entropy(logits, batch[masked], reduction="none")
+    return model.cls(hidden[masked])
+
+
+def diffusion_loss(model, ids: torch.Tensor, attention: torch.Tensor, mask_id: int, special: torch.Tensor,
+                   settings: PretrainSettings, generator: torch.Generator) -> torch.Tensor:
+    b = ids.shape[0]
+    t = settings.min_mask_ratio + (1 - settings.min_mask_ratio) * torch.rand(b, 1, generator=generator)
+    noisy, masked = mask_batch(ids, t, mask_id, special, generator)
+    if not masked.any():
+        return model.cls.predictions.decoder.weight.sum() * 0.0  # keeps the graph; no NaN
+    ce = torch.nn.functional.cross_entropy(masked_logits(model, noisy, attention, masked).float(),
+                                           ids[masked], reduction="none")
     if settings.weighting == "inverse_t":
-        return (ce / t.expand(b, n)[masked]).sum() / attention.sum()
-    return ce.mean() if ce.numel() else logits.sum() * 0.0
+        return (ce / t.expand_as(ids)[masked]).sum() / attention.sum()
+    return ce.mean()
 
 
-def pretrain(lines: list[str], out_dir: str | Path, settings: PretrainSettings) -> dict:
-    """Train tokenizer and model; write the checkpoint atomically; return the training record."""
+def lr_factor(step: int, settings: PretrainSettings) -> float:
+    """Warm-up, constant, then linear decay to zero over the last ``decay_steps``."""
+    if step < settings.warmup_steps:
+        return (step + 1) / settings.warmup_steps
+    decay_start = settings.steps - settings.decay_steps
+    if step < decay_start:
+        return 1.0
+    return max(0.0, (settings.steps - step) / max(1, settings.decay_steps))
+
+
+def bf16_supported() -> bool:
+    return torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
+def _autocast(settings: PretrainSettings):
+    enabled = settings.bf16 and bf16_supported()
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
+
+
+def build_model(tokenizer, settings: PretrainSettings):
     from transformers import BertConfig, BertForMaskedLM
 
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=settings.hidden_size,
+                        num_hidden_layers=settings.layers, num_attention_heads=settings.heads,
+                        intermediate_size=settings.intermediate_size,
+                        max_position_embeddings=settings.max_positions, type_vocab_size=1,
+                        pad_token_id=tokenizer.pad_token_id)
+    return BertForMaskedLM(config)
+
+
+@torch.no_grad()
+def masked_accuracy(model, sequences: list[list[int]], tokenizer, ratio: float, seed: int,
+                    batch_rows: int = 64) -> dict[str, float]:
+    """Accuracy and NLL (nats per masked token) at a fixed mask ratio, seeded, in fp32."""
+    was_training = model.training
+    model.eval()
+    special = torch.tensor(tokenizer.all_special_ids)
+    gen = torch.Generator().manual_seed(seed)
+    correct, nll, count = 0, 0.0, 0
+    for start in range(0, len(sequences), batch_rows):
+        ids, attention = pad_batch(sequences[start:start + batch_rows], tokenizer.pad_token_id)
+        noisy, masked = mask_batch(ids, torch.tensor(ratio), tokenizer.mask_token_id, special, gen)
+        if not masked.any():
+            continue
+        logits = masked_logits(model, noisy, attention, masked).float()
+        target = ids[masked]
+        correct += int((logits.argmax(-1) == target).sum())
+        nll += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
+        count += int(masked.sum())
+    model.train(was_training)
+    return {"accuracy": correct / max(1, count), "nll": nll / max(1, count), "masked_tokens": count}
+
+
+class Checkpoint:
+    """The resumable training state in one file, replaced atomically."""
+
+    def __init__(self, state_dir: str | Path) -> None:
+        self.dir = Path(state_dir)
+        self.path = self.dir / "state.pt"
+
+    def save(self, model, opt, step: int, generator: torch.Generator, history: list[dict],
+             settings: PretrainSettings) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with io.atomic_path(self.path) as tmp:
+            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+                        "generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "history": history,
+                        "architecture": _architecture(settings)}, tmp)
+
+    def load(self, settings: PretrainSettings) -> dict | None:
+        if not self.path.exists():
+            return None
+        state = torch.load(self.path, weights_only=False)
+        if state["architecture"] != _architecture(settings):
+            raise io.InputError(f"{self.path}: a checkpoint of another model or text "
+                                f"({state['architecture']}); delete {self.dir} to start afresh")
+        return state
+
+
+def _architecture(settings: PretrainSettings) -> dict:
+    """What a resumed run must share with the checkpoint (steps and lr schedule may change)."""
+    keep = ("vocab_size", "hidden_size", "layers", "heads", "intermediate_size", "max_positions",
+            "seq_len", "min_tokens", "pair_share", "tokens_per_batch", "seed")
+    return {k: v for k, v in dataclasses.asdict(settings).items() if k in keep}
+
+
+def pretrain(train_lines: list[str], validation_lines: list[str], out_dir: str | Path,
+             state_dir: str | Path, settings: PretrainSettings) -> dict:
+    """Tokenizer and model; resume from ``state_dir`` if it holds a checkpoint; write the base."""
     torch.manual_seed(settings.seed)
-    with io.atomic_dir(out_dir) as tmp:
-        tokenizer = train_tokenizer(lines, settings.vocab_size)
-        data, attention = encode_lines(lines, tokenizer, settings.seq_len)
-        log.info("pretraining text: %d lines, %d sequences of at most %d tokens", len(lines), len(data),
-                 settings.seq_len)
-        config = BertConfig(vocab_size=len(tokenizer), hidden_size=settings.hidden_size,
-                            num_hidden_layers=settings.layers, num_attention_heads=settings.heads,
-                            intermediate_size=settings.intermediate_size,
-                            max_position_embeddings=settings.max_positions, type_vocab_size=1,
-                            pad_token_id=tokenizer.pad_token_id)
-        model = BertForMaskedLM(config)
-        special = torch.tensor(tokenizer.all_special_ids)
-        opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
-        gen = torch.Generator().manual_seed(settings.seed)
-
-        def lr_at(step: int) -> float:
-            if step < settings.warmup_steps:
-                return (step + 1) / settings.warmup_steps
-            frac = (step - settings.warmup_steps) / max(1, settings.steps - settings.warmup_steps)
-            return 0.5 * (1 + math.cos(math.pi * frac))
-
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-        progress = Progress("pretrain", settings.steps, log_every=settings.log_every)
-        losses: list[float] = []
-        start = time.perf_counter()
-        model.train()
-        for step in range(settings.steps):
-            idx = torch.randint(len(data), (settings.batch_size,), generator=gen)
-            loss = diffusion_pretrain_loss(model, data[idx], attention[idx], tokenizer.mask_token_id, special,
-                                           settings, gen)
+    state_dir = Path(state_dir)
+    tokenizer_dir = state_dir / "tokenizer"
+    if (tokenizer_dir / "tokenizer.json").exists():
+        from transformers import BertTokenizerFast
+        tokenizer = BertTokenizerFast.from_pretrained(tokenizer_dir)
+    else:
+        tokenizer = train_tokenizer(train_lines, settings.vocab_size)
+        with io.atomic_dir(tokenizer_dir) as tmp:
+            tokenizer.save_pretrained(tmp)
+    sequences = encode_sequences(train_lines, tokenizer, settings)
+    held_out = encode_sequences(validation_lines, tokenizer, settings)[:settings.eval_sequences]
+    n_tokens = sum(len(s) for s in sequences)
+    log.info("pretraining text: %d lines, %d sequences, %d tokens; validation %d sequences",
+             len(train_lines), len(sequences), n_tokens, len(held_out))
+    model = build_model(tokenizer, settings)
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
+    gen = torch.Generator().manual_seed(settings.seed)
+    checkpoint = Checkpoint(state_dir)
+    step, history = 0, []
+    state = checkpoint.load(settings)
+    if state:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        gen.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])  # dropout draws from the global generator
+        step, history = state["step"], state["history"]
+        log.info("resumed from %s at step %d", checkpoint.path, step)
+    special = torch.tensor(tokenizer.all_special_ids)
+    lengths = [len(s) for s in sequences]
+    log.info("bf16 autocast: %s", settings.bf16 and bf16_supported())
+    progress = Progress("pretrain", settings.steps, log_every=settings.log_every)
+    recent: list[float] = []
+    tokens_seen = sum(h.get("tokens", 0) for h in history)
+    start = time.perf_counter()
+    model.train()
+    while step < settings.steps:
+        epoch, offset = _position(step, lengths, settings)
+        batches = length_batches(lengths, settings.tokens_per_batch, settings.seed + epoch)
+        for rows in batches[offset:]:
+            if step >= settings.steps:
+                break
+            ids, attention = pad_batch([sequences[i] for i in rows], tokenizer.pad_token_id)
+            for group in opt.param_groups:
+                group["lr"] = settings.lr * lr_factor(step, settings)
+            with _autocast(settings):
+                loss = diffusion_loss(model, ids, attention, tokenizer.mask_token_id, special, settings, gen)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
-            sched.step()
-            losses.append(loss.item())
-            progress.update(step + 1, loss=f"{sum(losses[-50:]) / len(losses[-50:]):.3f}")
-        seconds = time.perf_counter() - start
+            step += 1
+            tokens_seen += int(attention.sum())
+            recent = (recent + [loss.item()])[-200:]
+            progress.update(step, loss=f"{sum(recent) / len(recent):.3f}")
+            if step % settings.checkpoint_every == 0 or step == settings.steps:
+                quality = masked_accuracy(model, held_out, tokenizer, 0.15, settings.seed)
+                history.append({"step": step, "loss_mean_last_200": sum(recent) / len(recent),
+                                "validation_accuracy_15": quality["accuracy"],
+                                "validation_nll_15": quality["nll"],
+                                "tokens": tokens_seen - sum(h.get("tokens", 0) for h in history),
+                                "seconds": time.perf_counter() - start})
+                start = time.perf_counter()
+                log.info("step %d: validation accuracy %.3f, NLL %.3f at 15%% masking", step,
+                         quality["accuracy"], quality["nll"])
+                checkpoint.save(model, opt, step, gen, history, settings)
+    with io.atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-    tail = losses[-200:]
-    return {"steps": settings.steps, "final_loss_mean_last_200": sum(tail) / len(tail),
-            "seconds": round(seconds, 1), "parameters": sum(p.numel() for p in model.parameters()),
-            "sequences": len(data), "lines": len(lines)}
+    return {"steps": step, "history": history, "tokens_seen": sum(h["tokens"] for h in history),
+            "seconds": round(sum(h["seconds"] for h in history), 1),
+            "parameters": sum(p.numel() for p in model.parameters()), "sequences": len(sequences),
+            "sequence_tokens": n_tokens, "train_lines": len(train_lines),
+            "bf16_autocast": settings.bf16 and bf16_supported(), "settings": dataclasses.asdict(settings)}
 
 
-def build_base(*, wordnet_dir: str | Path, corpora: Iterable[str | Path], text_out: str | Path,
-               checkpoint_out: str | Path, settings: PretrainSettings) -> dict:
-    """The pretraining target: text from WordNet (held-out statements removed), then the model."""
-    held_out = [rec["text"] for path in corpora for rec in io.read_jsonl(path)]
-    lines, dropped = drop_leaks(wordnet_lines(wordnet_dir), held_out)
-    io.write_gzip_text(text_out, "\n".join(lines) + "\n")
-    record = pretrain(lines, checkpoint_out, settings)
-    record["lines_dropped_as_leaks"] = dropped
-    record["settings"] = settings.__dict__
-    io.write_json(Path(checkpoint_out) / "pretrain_record.json", record)
+def _position(step: int, lengths: list[int], settings: PretrainSettings) -> tuple[int, int]:
+    """(epoch, batch offset) of ``step``: the batch order is a function of the epoch's seed."""
+    epoch = 0
+    while True:
+        n = len(length_batches(lengths, settings.tokens_per_batch, settings.seed + epoch))
+        if step < n:
+            return epoch, step
+        step -= n
+        epoch += 1
+
+
+def settings_from(spec: dict) -> PretrainSettings:
+    """The ``settings:`` block of workflow/pretrain.yaml, every key required and known."""
+    fields = {f.name for f in dataclasses.fields(PretrainSettings)}
+    missing, unknown = fields - spec.keys(), spec.keys() - fields
+    if missing or unknown:
+        raise io.InputError(f"workflow/pretrain.yaml: settings: missing {sorted(missing)}, unknown "
+                            f"{sorted(unknown)}; every key of PretrainSettings must be given once")
+    return PretrainSettings(**spec)
+
+
+def build_base(*, train_text: str | Path, validation_text: str | Path, out_dir: str | Path,
+               state_dir: str | Path, settings: PretrainSettings) -> dict:
+    """The pretraining target: read the text files, train (resuming), write base and record."""
+    from anchormask.pretrain_text import read_lines
+
+    record = pretrain(read_lines(train_text), read_lines(validation_text), out_dir, state_dir, settings)
+    io.write_json(Path(state_dir) / "pretrain_record.json", record)
     return record

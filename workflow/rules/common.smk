@@ -90,6 +90,12 @@ def default_targets():
     ]
 
 
+def study_text_files():
+    """Every corpus, query and pair file: the texts pretraining must not see, the anchors evaluation uses."""
+    queries = [str(study_data.queries_path(config, d)) for d in DOMAINS]
+    return sorted({*corpus_files(), *queries, config["data"]["pairs"]})
+
+
 def corpus_files():
     return [str(study_data.corpus_path(config, d)) for d in DOMAINS]
 

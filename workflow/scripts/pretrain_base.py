@@ -6,6 +6,6 @@ from anchormask import pretrain, runlog
 runlog.log_to(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 spec = yaml.safe_load(open(snakemake.input.settings))
-pretrain.build_base(wordnet_dir=spec["wordnet_dir"], corpora=list(snakemake.input.corpora),
-                    text_out=snakemake.output.text, checkpoint_out=snakemake.output.checkpoint,
-                    settings=pretrain.PretrainSettings(**spec["settings"]))
+pretrain.build_base(train_text=snakemake.input.train, validation_text=snakemake.input.validation,
+                    out_dir=snakemake.output.checkpoint, state_dir=snakemake.params.state_dir,
+                    settings=pretrain.settings_from(spec["settings"]))

@@ -1,0 +1,207 @@
+"""Quality gates for a base checkpoint: does it predict masked words, and does it write English?
+
+Two measurements, for any base the backbone layer loads:
+
+- masked-token accuracy and NLL (nats per masked token) at 15% and 50% masking, on the
+  pretraining validation lines (never trained on) and on each of the study's corpora, one
+  ``[CLS] text [SEP]`` sequence per line, masks drawn from a fixed seed;
+- the base's own generations for the study's anchors (the retrieved statement of every query,
+  the default sampler, no adapter): share of adjacent repeated words, distinct-2, share of
+  English dictionary words, share of stop words, share of answers that begin mid-word, and
+  three sample continuations per domain.
+
+Dictionary words: the union of the ``web2`` and ``gcide`` lists of the PyPI package
+``english-words``; those lists hold lemmas, so a word also counts when removing one
+inflectional suffix (-s, -es, -ies -> -y, -ed, -d, -ing, -er, -est, -ly) gives a listed word.
+Stop words: bm25s's English list (the one BM25 retrieval already uses).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from anchormask import backbone as bb
+from anchormask import metric
+
+log = logging.getLogger(__name__)
+
+MASK_RATIOS = (0.15, 0.50)
+SAMPLES_PER_DOMAIN = 3
+MAX_TOKENS = 96  # longer lines are cut: the embedded base was pretrained on sequences this long
+TARGETS = {  # issue gates for the embedded base: (key, comparison, threshold)
+    "corpora_accuracy_15": (">=", 0.35),
+    "adjacent_repeat_share": ("<=", 0.10),
+    "distinct_2": (">=", 0.50),
+    "dictionary_share": (">=", 0.95),
+    "mid_word_share": ("<=", 0.0),
+}
+_SUFFIXES = (("ies", "y"), ("es", ""), ("s", ""), ("ed", ""), ("ed", "e"), ("d", ""), ("ing", ""),
+             ("ing", "e"), ("er", ""), ("est", ""), ("ly", ""))
+
+
+@torch.inference_mode()
+def masked_token_scores(backbone: bb.Backbone, runtime: bb.Runtime, texts: list[str], ratio: float,
+                        seed: int, batch_rows: int = 64) -> dict[str, float]:
+    """Accuracy and NLL of the base's predictions at a fraction ``ratio`` of masked tokens."""
+    tok = backbone.tokenizer
+    special = torch.tensor(tok.all_special_ids)
+    gen = torch.Generator().manual_seed(seed)
+    correct, nll, count = 0, 0.0, 0
+    for start in range(0, len(texts), batch_rows):
+        enc = tok(texts[start:start + batch_rows], padding=True, truncation=True,
+                  max_length=MAX_TOKENS, return_tensors="pt")
+        ids, attention = enc["input_ids"], enc["attention_mask"]
+        masked = (torch.rand(ids.shape, generator=gen) < ratio) & ~torch.isin(ids, special) & attention.bool()
+        if not masked.any():
+            continue
+        noisy = torch.where(masked, torch.full_like(ids, backbone.mask_token_id), ids)
+        rows, cols = masked.nonzero(as_tuple=True)
+        with runtime.autocast():
+            hidden = backbone.hidden_states(noisy.to(runtime.device), attention.to(runtime.device))
+            logits = backbone.logits_from_hidden(hidden[rows.to(runtime.device), cols.to(runtime.device)])
+        logits, target = logits.float().cpu(), ids[rows, cols]
+        correct += int((logits.argmax(-1) == target).sum())
+        nll += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
+        count += len(target)
+    return {"accuracy": correct / max(1, count), "nll": nll / max(1, count), "masked_tokens": count}
+
+
+def dictionary_words() -> frozenset[str]:
+    from english_words import get_english_words_set
+
+    return frozenset(get_english_words_set(["web2", "gcide"], lower=True, alpha=True))
+
+
+def stop_words() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
+
+
+def is_dictionary_word(word: str, words: frozenset[str]) -> bool:
+    if word in words or word.isdigit():
+        return True
+    return any(word.endswith(suffix) and word[: len(word) - len(suffix)] + stem in words
+               for suffix, stem in _SUFFIXES if len(word) > len(suffix) + 1)
+
+
+def adjacent_repeats(words: list[str]) -> tuple[int, int]:
+    """(adjacent pairs that repeat a word, adjacent pairs)."""
+    return sum(a == b for a, b in zip(words, words[1:])), max(0, len(words) - 1)
+
+
+def generation_quality(records: list[dict[str, Any]], dictionary: frozenset[str],
+                       stops: frozenset[str]) -> dict[str, float]:
+    """Gates over the post-anchor words of all answers, pooled (one degenerate habit shows)."""
+    repeats = pairs = words_total = in_dict = stop = 0
+    bigrams: list[tuple[str, str]] = []
+    for rec in records:
+        words = metric.word_tokens(rec["post_anchor_text"])
+        r, p = adjacent_repeats(words)
+        repeats, pairs = repeats + r, pairs + p
+        bigrams += list(zip(words, words[1:]))
+        words_total += len(words)
+        in_dict += sum(is_dictionary_word(w, dictionary) for w in words)
+        stop += sum(w in stops for w in words)
+    n = max(1, len(records))
+    return {
+        "answers": len(records),
+        "post_anchor_words_mean": words_total / n,
+        "adjacent_repeat_share": repeats / max(1, pairs),
+        "distinct_2": len(set(bigrams)) / max(1, len(bigrams)),
+        "dictionary_share": in_dict / max(1, words_total),
+        "stop_word_share": stop / max(1, words_total),
+        "mid_word_share": sum(bool(rec["continues_anchor_word"]) for rec in records) / n,
+        "empty_share": sum(not metric.word_tokens(rec["post_anchor_text"]) for rec in records) / n,
+    }
+
+
+def samples(records: list[dict[str, Any]], per_domain: int = SAMPLES_PER_DOMAIN) -> list[dict[str, str]]:
+    """The first ``per_domain`` answers of each domain, in query-id order (a fixed rule)."""
+    chosen: list[dict[str, str]] = []
+    for domain in dict.fromkeys(rec["domain"] for rec in records):
+        ranked = sorted((rec for rec in records if rec["domain"] == domain), key=lambda rec: rec["query_id"])
+        chosen += [{"domain": domain, "query_id": rec["query_id"], "anchor": rec["statement"],
+                    "continuation": rec["post_anchor_text"]} for rec in ranked[:per_domain]]
+    return chosen
+
+
+def gates(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each target with the measured value and whether it is met."""
+    out = {}
+    for key, (op, threshold) in TARGETS.items():
+        value = summary[key]
+        out[key] = {"value": value, "target": f"{op} {threshold}",
+                    "met": value >= threshold if op == ">=" else value <= threshold}
+    return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The evaluation as markdown: masked-token table, generation gates, samples."""
+    lines = [f"# Base evaluation: `{result['base']['path']}` (`{result['base']['sha256'][:12]}…`)", "",
+             "| text | lines | accuracy @15% | NLL @15% | accuracy @50% | NLL @50% |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for name, scores in result["masked"].items():
+        lo, hi = scores["0.15"], scores["0.5"]
+        lines.append(f"| {name} | {scores['lines']} | {lo['accuracy']:.3f} | {lo['nll']:.2f} | "
+                     f"{hi['accuracy']:.3f} | {hi['nll']:.2f} |")
+    lines += ["", "| gate | value | target | met |", "|---|---:|---|---|"]
+    for key, gate in result["gates"].items():
+        lines.append(f"| {key} | {gate['value']:.3f} | {gate['target']} | {'yes' if gate['met'] else 'no'} |")
+    quality = result["generation"]
+    lines += ["", f"Generations: {quality['answers']} answers, {quality['post_anchor_words_mean']:.1f} "
+              f"post-anchor words on average, stop words {quality['stop_word_share']:.3f}, "
+              f"empty {quality['empty_share']:.3f}.", "",
+              "| domain | query | anchor | continuation |", "|---|---|---|---|"]
+    for s in result["samples"]:
+        cells = [s["domain"], s["query_id"], s["anchor"], s["continuation"] or "(empty)"]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def study_anchors(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every study query with its BM25-retrieved statement (the anchors the study generates from)."""
+    from anchormask import config as study
+    from anchormask import data, retrieval
+
+    anchors: list[dict[str, Any]] = []
+    for domain in study.domains(config):
+        queries = data.load_queries(data.queries_path(config, domain), config["data"].get("max_queries_per_domain"))
+        corpus = data.load_corpus(data.corpus_path(config, domain))
+        anchors += [{"domain": domain, "split": study.split_of(config, domain), **r}
+                    for r in retrieval.retrieve(queries, corpus, **config["retrieval"])]
+    return anchors
+
+
+def evaluate(config: dict[str, Any], *, base: dict[str, Any], validation_lines: list[str] | None,
+             seed: int, threads: int) -> dict[str, Any]:
+    """Masked-token scores, generation gates and samples of one base (no adapter)."""
+    from anchormask import config as study
+    from anchormask import data, generation, provenance, sampler
+
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    runtime = bb.pick_runtime(base.get("device", "auto"))
+    backbone = generation.load_adapted(base["path"], None, trust_remote_code=base.get("trust_remote_code", False),
+                                       runtime=runtime)
+    texts = {domain: [r["text"] for r in data.load_corpus(data.corpus_path(config, domain))]
+             for domain in study.domains(config)}
+    texts = {"validation": validation_lines, **texts} if validation_lines else texts
+    texts["corpora"] = [t for domain in study.domains(config) for t in texts[domain]]
+    masked = {}
+    for name, lines in texts.items():
+        masked[name] = {"lines": len(lines)}
+        for ratio in MASK_RATIOS:
+            masked[name][str(ratio)] = masked_token_scores(backbone, runtime, lines, ratio, seed)
+        log.info("%s: accuracy %.3f at 15%% masking", name, masked[name]["0.15"]["accuracy"])
+    settings = sampler.SamplerSettings.from_config(config["generation"])
+    records = generation.generation_records(backbone, runtime, study_anchors(config), settings, {})
+    quality = generation_quality(records, dictionary_words(), stop_words())
+    summary = {"corpora_accuracy_15": masked["corpora"]["0.15"]["accuracy"], **quality}
+    return {"base": {k: base.get(k) for k in ("path", "sha256", "trust_remote_code")}, "runtime": runtime.name,
+            "seed": seed, "mask_ratios": list(MASK_RATIOS), "sampler": settings.record(),
+            "masked": masked, "generation": quality, "gates": gates(summary), "samples": samples(records),
+            "versions": provenance.versions()}

@@ -1,0 +1,11 @@
+import json
+
+from anchormask import base_eval, io, pretrain_text, runlog
+
+runlog.log_to(snakemake.log[0])
+config = {**snakemake.config, **json.loads(snakemake.params.settings)}
+validation = pretrain_text.read_lines(snakemake.input.validation) if snakemake.input.validation else None
+result = base_eval.evaluate(config, base=json.loads(snakemake.params.base), validation_lines=validation,
+                            seed=config["base_eval"]["seed"], threads=snakemake.threads)
+io.write_json(snakemake.output.json, result)
+io.write_text(snakemake.output.markdown, base_eval.markdown(result))
