@@ -399,11 +399,13 @@ _LORA_KEY = re.compile(r"^(?P<module>.+)\.lora_(?P<which>[AB])(?:\.[^.]+)?\.weig
 _LAYER = re.compile(r"\.(\d+)\.")
 
 
-def projection_kind(module: str) -> str | None:
-    """q, k, v or o for a module name (any family of ``families.PROJECTIONS``); None if none fits."""
+def projection_kind(module: str, projections: Mapping[str, str] | None = None) -> str | None:
+    """q, k, v or o for a module name (base.projections when given, else any family of
+    ``families.PROJECTIONS``); None if none fits."""
     from anchormask.families import PROJECTIONS
 
-    pairs = sorted({(suffix, kind) for proj in PROJECTIONS.values() for kind, suffix in proj.items()},
+    candidates = [projections] if projections else list(PROJECTIONS.values())
+    pairs = sorted({(suffix, kind) for proj in candidates for kind, suffix in proj.items()},
                    key=lambda p: -len(p[0]))
     for suffix, kind in pairs:
         if module == suffix or module.endswith("." + suffix):
@@ -431,7 +433,7 @@ def delta_fro_norm(a: np.ndarray, b: np.ndarray, scaling: float) -> float:
     return abs(scaling) * math.sqrt(max(squared, 0.0))
 
 
-def adapter_norms(adapter_dir: str | Path) -> pd.DataFrame:
+def adapter_norms(adapter_dir: str | Path, projections: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Rows (module, kind, layer, rank, scaling, fro_norm), one per LoRA-adapted module, sorted."""
     from safetensors.torch import load_file
 
@@ -461,7 +463,7 @@ def adapter_norms(adapter_dir: str | Path) -> pd.DataFrame:
         if mats["A"].shape[0] != config["r"]:
             raise InputError(f"{weights_path}: module {module} has rank {mats['A'].shape[0]}, adapter_config.json "
                              f"says r = {config['r']}")
-        kind = projection_kind(module)
+        kind = projection_kind(module, projections)
         if kind is None:
             raise InputError(f"{weights_path}: module {module} is not a Q/K/V/O projection of any known family")
         rows.append({"module": module, "kind": kind, "layer": layer_index(module), "rank": int(config["r"]),
@@ -469,8 +471,10 @@ def adapter_norms(adapter_dir: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["module", "kind", "layer", "rank", "scaling", "fro_norm"])
 
 
-def lora_layers_table(adapters: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """Per (arm, adapter, layer, kind). ``adapters``: dicts with arm, strategy, targets, path."""
+def lora_layers_table(adapters: Sequence[Mapping[str, Any]],
+                      projections: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Per (arm, adapter, layer, kind). ``adapters``: dicts with arm, strategy, targets, path;
+    ``projections``: base.projections of config.yaml, when set."""
     from anchormask import checksum
 
     frames, meta = [], []
@@ -478,7 +482,7 @@ def lora_layers_table(adapters: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         path = Path(spec["path"])
         prov = path / "provenance.json"
         adapter_id = io.read_json(prov)["job"]["id"] if prov.is_file() else path.name
-        norms = adapter_norms(path)
+        norms = adapter_norms(path, projections)
         norms.insert(0, "adapter_id", adapter_id)
         for col in ("targets", "strategy", "arm"):
             norms.insert(0, col, spec[col])
