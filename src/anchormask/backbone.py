@@ -184,16 +184,23 @@ def _token_id(tokenizer, raw: dict, name: str) -> int | None:
     return None if value is None else int(value)
 
 
-def special_ids(tokenizer, raw: dict, family: Family, path: Path) -> SpecialIds:
-    """The ids the layout and the sampler use, from the tokenizer or config.json; an error names a missing one."""
-    get = {n: _token_id(tokenizer, raw, n) for n in ("mask", "pad", "bos", "eos", "cls", "sep", "unk")}
-    if get["mask"] is None:
+def mask_id(tokenizer, raw: dict, path: Path) -> int:
+    """The mask token id, from the tokenizer or config.json as written; checked before any weight loads."""
+    found = _token_id(tokenizer, raw, "mask")
+    if found is None:
         raise BackboneError(f"{path}: neither the tokenizer nor config.json defines a mask token; add "
                             "\"mask_token_id\" to config.json (LLaDA uses 126336, Dream 151666)")
     vocab = raw.get("vocab_size") or raw.get("embedding_size")
-    if vocab is not None and not 0 <= get["mask"] < int(vocab):
-        raise BackboneError(f"{path / 'config.json'}: mask_token_id {get['mask']} is outside the vocabulary "
+    if vocab is not None and not 0 <= found < int(vocab):
+        raise BackboneError(f"{path / 'config.json'}: mask_token_id {found} is outside the vocabulary "
                             f"(vocab_size {vocab})")
+    return found
+
+
+def special_ids(tokenizer, raw: dict, family: Family, path: Path) -> SpecialIds:
+    """The ids the layout and the sampler use, from the tokenizer or config.json; an error names a missing one."""
+    get = {n: _token_id(tokenizer, raw, n) for n in ("pad", "bos", "eos", "cls", "sep", "unk")}
+    get["mask"] = mask_id(tokenizer, raw, path)
     pair = family.template == "pair"
     end, start = (get["sep"], get["cls"]) if pair else (get["eos"], get["bos"])
     if end is None:
@@ -283,6 +290,7 @@ def load_backbone(path: str | Path, *, trust_remote_code: bool = False, runtime:
     path = Path(path)
     raw = read_config(path)
     tokenizer = load_tokenizer(path, trust_remote_code)
+    mask_id(tokenizer, raw, path)
     runtime = runtime or pick_runtime()
     model = load_model(path, raw, trust_remote_code=trust_remote_code, runtime=runtime,
                        attn_implementation=attn_implementation)
