@@ -73,7 +73,7 @@ def _write_json(path: Path, obj) -> None:
 
 def build_llada(path: Path, *, mask_in_config: bool = True, seed: int = 0) -> Path:
     import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     path.mkdir(parents=True, exist_ok=True)
@@ -96,8 +96,9 @@ def build_llada(path: Path, *, mask_in_config: bool = True, seed: int = 0) -> Pa
     _save_weights(model, path)
     specials = {"<|startoftext|>": LLADA["bos"], "<|endoftext|>": LLADA["eos"], "<|mdm_mask|>": LLADA["mask"]}
     backend = Tokenizer(models.WordLevel(_word_vocab(specials), unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split("\n", "isolated"),
-                                                     pre_tokenizers.Whitespace()])
+    # Words, punctuation and the newline each a token; spaces dropped (a byte-level BPE keeps "\n" too).
+    backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(" ", "removed"),
+                                                     pre_tokenizers.Split(Regex(r"\n|[^\w\s]"), "isolated")])
     tok = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<|startoftext|>", eos_token="<|endoftext|>",
                                   pad_token="<|endoftext|>", unk_token="<unk>",
                                   additional_special_tokens=["<|mdm_mask|>"])
