@@ -101,7 +101,7 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
     backbone = generation.load_adapted(str(common.base_dir(cfg)), str(adapter), trust_remote_code=False,
                                        runtime=runtime)
     retrieved = common.retrieved_queries(cfg)
-    requests = generation.requests_for(backbone.tokenizer, retrieved)
+    requests = generation.requests_for(backbone, retrieved)
     suppressed = sampler.suppressed_token_ids(backbone)
     n = len(requests)
 
@@ -154,7 +154,7 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
     # threshold decoding against fixed
     th_settings = dataclasses.replace(settings, decoding="threshold")
     th_res, th_wall, th_clock = timed_project(th_settings)
-    end_id = generation.answer_end_id(backbone.tokenizer)
+    end_id = backbone.ids.end
     corpora = {d: common.repo_path(str(p)) for d, p in
                ((d, common.repo_path(cfg["data"]["corpora_dir"]) / f"{d}.jsonl") for d in {r["domain"] for r in retrieved})}
     vocabs = tables.load_vocabularies(corpora)

@@ -62,7 +62,7 @@ def run(threads: int | None = None, steps: int = 30, warmup: int = 5, chunk: int
     size = cfg["train"]["default"]["size"]
     pairs_path = str(common.repo_path(cfg["data"]["pairs"]))
     pairs = data.select_pairs(data.load_pairs(pairs_path), size, settings["subset"], seed)
-    encoded = train.encode_pairs(project.tokenizer, pairs, settings["seq_len"], pairs_path)
+    encoded = train.encode_pairs(project, pairs, settings["seq_len"], pairs_path)
     order = list(train.batches(len(encoded), settings["batch_size"], warmup + steps, torch.Generator().manual_seed(seed)))
     ratio_dist = masking.MaskRatio.from_config(settings["mask_ratio"])
     low, high = ratio_dist.low, ratio_dist.high

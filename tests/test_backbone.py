@@ -3,6 +3,7 @@ import torch
 from torch import nn
 
 from anchormask import backbone as bb
+from anchormask import families
 from helpers import REPO
 
 
@@ -12,7 +13,7 @@ def tiny(tiny_model_dir):
 
 
 def test_tiny_bert_is_detected_and_its_projections_named(tiny):
-    assert tiny.family == "bert" and tiny.mask_token_id == tiny.tokenizer.mask_token_id
+    assert tiny.family.name == "bert" and tiny.mask_token_id == tiny.tokenizer.mask_token_id
     assert len(tiny.projection_modules("full")) == 8
     assert all(n.endswith(("value", "output.dense")) for n in tiny.projection_modules("vo"))
     assert len(tiny.projection_modules("qk")) == 4
@@ -42,11 +43,11 @@ class LladaBlock(nn.Module):
 
 
 def test_family_detection_refuses_fused_qkv_and_knows_llada():
-    with pytest.raises(bb.BackboneError, match="fused QKV"):
-        bb.detect_family(nn.Sequential(FusedAttention()))
-    assert bb.detect_family(nn.Sequential(LladaBlock(), LladaBlock())) == "llada"
-    with pytest.raises(bb.BackboneError, match="could not find"):
-        bb.detect_family(nn.Sequential(nn.Linear(2, 2)))
+    with pytest.raises(families.FamilyError, match="fused QKV"):
+        families.detect(nn.Sequential(FusedAttention()))
+    assert families.detect(nn.Sequential(LladaBlock(), LladaBlock())).name == "llada"
+    with pytest.raises(families.FamilyError, match="base.projections"):
+        families.detect(nn.Sequential(nn.Linear(2, 2)))
 
 
 def test_cpu_runtime_is_float32_without_autocast():
@@ -72,7 +73,7 @@ def test_shipped_base_loads_with_the_auto_classes():
     tokenizer = AutoTokenizer.from_pretrained(REPO / "data" / "base")
     assert tokenizer.mask_token_id is not None
     assert 1_000_000 < sum(p.numel() for p in model.parameters()) < 10_000_000
-    assert bb.detect_family(model) in bb.PROJECTIONS
+    assert families.detect(model).name == "bert"
 
 
 def test_another_architecture_loads_with_its_own_head(tmp_path):
@@ -88,7 +89,7 @@ def test_another_architecture_loads_with_its_own_head(tmp_path):
 
     AutoTokenizer.from_pretrained(tok_dir).save_pretrained(tmp_path / "roberta")
     loaded = bb.load_backbone(tmp_path / "roberta", runtime=bb.pick_runtime("cpu"))
-    assert loaded._split == ("roberta", "lm_head") and len(loaded.projection_modules("vo")) == 2
+    assert loaded.head == ("lm_head",) and len(loaded.projection_modules("vo")) == 2
     ids = torch.tensor([[2, 10, 4, 3]])
     with torch.no_grad():
         assert torch.allclose(loaded.logits(ids, torch.ones_like(ids)), loaded.model(input_ids=ids).logits, atol=1e-6)

@@ -32,3 +32,10 @@ def test_installed_versions_match_the_pins():
 
     for name, version in pins(REPO / "envs" / "requirements.txt").items():
         assert metadata.version(name).split("+")[0] == version, name  # torch reports 2.13.0+cpu
+
+
+def test_remote_set_differs_only_where_old_modelling_code_needs_it():
+    main, remote = pins(REPO / "envs" / "requirements.txt"), pins(REPO / "envs" / "requirements-remote.txt")
+    changed = {name for name in main.keys() | remote.keys() if main.get(name) != remote.get(name)}
+    assert changed == {"transformers", "tokenizers", "peft", "huggingface-hub"}
+    assert remote["transformers"].startswith("4.") and remote["torch"] == main["torch"]

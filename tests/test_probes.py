@@ -104,6 +104,25 @@ def test_attention_probe_on_a_tiny_model_gives_probabilities(tiny_model_dir, ret
     assert (tmp_path / "a.png").stat().st_size > 1000
 
 
+def test_attention_probe_states_unavailability_instead_of_failing(tiny_model_dir, retrieved_file, tmp_path,
+                                                                    monkeypatch):
+    def refuse(backbone, *args):
+        raise probes.AttentionUnavailable("no probabilities from this model")
+
+    monkeypatch.setattr(probes, "attention_forward", refuse)
+    base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "trust_remote_code": False, "device": "cpu"}
+    df = probes.attention_table([{"arm": "base", "strategy": None, "targets": None, "adapters": []}],
+                                [str(retrieved_file)], base, sampler.SamplerSettings(answer_len=12, steps=3))
+    assert df.empty and df.attrs["anchormask"]["not_available"] == {"base": "no probabilities from this model"}
+    tables.write_parquet(df, tmp_path / "a.parquet", probes.ATTENTION_SCHEMA)
+    back = tables.read_parquet(tmp_path / "a.parquet")
+    assert back.attrs["anchormask"]["not_available"]["base"].startswith("no probabilities")
+    probes.attention_figure(back, tmp_path / "a.pdf", tmp_path / "a.png")
+    assert (tmp_path / "a.png").stat().st_size > 1000
+    text = probes.summary_markdown(None, back, None, None, {}, {"attention": "results/probes/attention.parquet"})
+    assert "not available for this model" in text
+
+
 # --------------------------------------------------------------------------- LoRA weight allocation
 
 

@@ -3,8 +3,10 @@ import json
 import pytest
 import torch
 
+import dataclasses
+
 from anchormask import backbone as bb
-from anchormask import config, io, train
+from anchormask import config, families, io, train
 from helpers import tiny_train_settings
 
 BASE_SHA = "0" * 64
@@ -39,7 +41,7 @@ def test_different_seed_or_strategy_changes_the_adapter(tiny_model_dir, tiny_pai
                                            ("qk", {"q", "k"})])
 def test_saved_tensors_touch_exactly_the_target_set(tiny_model_dir, tiny_pairs, tmp_path, targets, kinds):
     record = run_job(tiny_model_dir, tiny_pairs, tmp_path / targets, targets=targets, steps=2)
-    assert train.adapter_tensor_kinds(tmp_path / targets, bb.PROJECTIONS["bert"]) == kinds
+    assert train.adapter_tensor_kinds(tmp_path / targets, families.PROJECTIONS["bert"]) == kinds
     # rank 4 x (in 32 + out 32) per module, 2 layers, one module per kind
     assert record["trainable_parameters"] == 4 * 64 * 2 * len(kinds)
 
@@ -69,9 +71,10 @@ def test_training_log_has_one_row_per_step_and_masks_only_eligible(tiny_model_di
     assert "torch" in provenance["versions"]
 
 
-def test_lora_target_list_that_matches_nothing_is_an_error(tiny_model_dir, monkeypatch):
+def test_lora_target_list_that_matches_nothing_is_an_error(tiny_model_dir):
     backbone = bb.load_backbone(tiny_model_dir, runtime=bb.pick_runtime("cpu"))
-    monkeypatch.setitem(bb.PROJECTIONS, "bert", {**bb.PROJECTIONS["bert"], "v": "attention.self.nothing"})
+    backbone.family = dataclasses.replace(backbone.family, projections={
+        **backbone.family.projections, "v": "attention.self.nothing"})
     with pytest.raises(train.AdapterError, match="no module matches projection kind.*v"):
         train.attach_lora(backbone, "vo", tiny_train_settings())
 

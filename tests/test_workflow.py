@@ -63,3 +63,26 @@ def test_wrong_checksum_fails_verification_before_any_training(tmp_path):
 def test_lint_is_clean():
     proc = snakemake(REPO, "--lint", check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_model_jobs_ask_for_memory_from_the_weights_size(repo, tmp_path):
+    import json
+    import math
+    import re
+
+    base = tmp_path / "big"
+    base.mkdir()
+    (base / "config.json").write_text(json.dumps({"model_type": "llada"}))
+    with open(base / "model.safetensors", "wb") as fh:  # sparse: 16 GiB of "weights", no disk used
+        fh.truncate(16 * 2**30)
+    overlay = tmp_path / "big.yaml"
+    overlay.write_text(f"base:\n  path: {base}\n")
+    out = snakemake(repo, "-n", "--configfile", str(overlay), "--", "results/adapters/anchor_full_n144_s300_seed42",
+                    "results/generations/base.jsonl")
+    text = out.stdout + out.stderr
+    train_mem = [int(m) for m in re.findall(r"rule train_adapter:.*?\bmem_mb=(\d+)", text, re.S)]
+    gpu = [int(m) for m in re.findall(r"gpu_mem_mb=(\d+)", text)]
+    assert train_mem == [2 * 16 * 1024 + 2000] and sorted(gpu) == [math.ceil(16 * 1024 * 1.2) + 2000,
+                                                                     math.ceil(16 * 1024 * 1.5) + 2000]
+    default = snakemake(repo, "-n", "results/adapters/anchor_full_n144_s300_seed42")
+    assert re.search(r"rule train_adapter:.*?\bmem_mb=4000\b", default.stdout + default.stderr, re.S)

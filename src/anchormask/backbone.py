@@ -1,37 +1,30 @@
-"""Loading a masked-LM backbone and naming its attention projections.
+"""Loading a masked-LM backbone: weights, tokenizer, special ids, and logits only where needed.
 
 Two kinds of checkpoint load here: a Hugging Face masked-LM directory
-(``AutoModelForMaskedLM``) and a LLaDA-style checkpoint that ships its own modelling code
-(``AutoModel`` with ``trust_remote_code``; the mask token id comes from its config). For each
-architecture family we know which module names are the Q, K, V and O projections, because
-a LoRA target list that matches nothing trains nothing and peft does not complain.
+(``AutoModelForMaskedLM``) and a checkpoint that ships its own modelling code (LLaDA, Dream:
+``AutoModel`` with ``trust_remote_code``). Weights load straight onto the runtime's device in
+its compute dtype (bf16 on a GPU, float32 on the CPU): a 8B model never passes through host
+memory in float32. The family (``families``) says everything else the pipeline must know.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
-log = logging.getLogger(__name__)
+from anchormask import families, layout
+from anchormask.families import Family
 
-# Module-name suffixes of the four attention projections, per family.
-PROJECTIONS: dict[str, dict[str, str]] = {
-    "bert": {"q": "attention.self.query", "k": "attention.self.key", "v": "attention.self.value",
-             "o": "attention.output.dense"},
-    "llada": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "attn_out"},
-    "llama": {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj"},
-}
+log = logging.getLogger(__name__)
 # The study's LoRA target sets, as projection kinds.
 TARGET_SETS: dict[str, str] = {"full": "qkvo", "vo": "vo", "qk": "qk"}
-# Leaf names that mean Q, K and V share one matrix: LoRA on "Q only" is then impossible.
-FUSED_QKV_NAMES = ("qkv", "qkv_proj", "Wqkv", "c_attn", "query_key_value", "att_proj", "in_proj")
-# Attribute names of the encoder body and the vocabulary head, for families where we can
-# run them separately (so logits are computed only where a loss or the sampler needs them).
-_SPLIT_HEADS = {"bert": [("bert", "cls"), ("roberta", "lm_head"), ("electra", "generator_lm_head")]}
+REMOTE_REQUIREMENTS = "envs/requirements-remote.txt"
 
 
 class BackboneError(ValueError):
@@ -44,17 +37,21 @@ class Runtime:
     autocast_dtype: torch.dtype | None  # bf16 on CUDA, None (plain float32) on the CPU
 
     @property
+    def dtype(self) -> torch.dtype:
+        """The dtype weights load in: the autocast dtype, float32 without one."""
+        return self.autocast_dtype or torch.float32
+
+    @property
     def name(self) -> str:
         suffix = f"+{str(self.autocast_dtype).removeprefix('torch.')}" if self.autocast_dtype else "+float32"
         return f"{self.device.type}{suffix}"
 
     def autocast(self) -> torch.autocast:
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.float32,
-                              enabled=self.autocast_dtype is not None)
+        return torch.autocast(self.device.type, dtype=self.dtype, enabled=self.autocast_dtype is not None)
 
 
 def pick_runtime(prefer: str = "auto") -> Runtime:
-    """CUDA with bf16 autocast when a GPU is there (and wanted), the CPU in float32 otherwise."""
+    """CUDA with bf16 when a GPU is there (and wanted), the CPU in float32 otherwise."""
     if prefer not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be auto, cpu or cuda, not {prefer!r}")
     if prefer != "cpu" and torch.cuda.is_available():
@@ -68,22 +65,13 @@ def pick_runtime(prefer: str = "auto") -> Runtime:
     return runtime
 
 
-def detect_family(model: nn.Module) -> str:
-    """Name the projection family from the model's Linear module names, or refuse it."""
-    names = [name for name, mod in model.named_modules() if isinstance(mod, nn.Linear)]
-    leaves = {name.rsplit(".", 1)[-1] for name in names}
-    fused = sorted(leaves.intersection(FUSED_QKV_NAMES))
-    if fused and not {"q_proj", "query"} & leaves:
-        raise BackboneError(
-            f"the attention uses a fused QKV projection ({', '.join(fused)}): Q, K and V cannot get "
-            "separate LoRA adapters, so the vo/qk target sets are undefined for this architecture; "
-            "use a checkpoint with separate q/k/v projections")
-    for family, proj in PROJECTIONS.items():
-        if all(any(n == s or n.endswith("." + s) for n in names) for s in proj.values()):
-            return family
-    raise BackboneError(
-        "could not find separate Q, K, V and O projection modules; known layouts: "
-        + "; ".join(f"{fam}: {', '.join(p.values())}" for fam, p in PROJECTIONS.items()))
+@dataclass(frozen=True)
+class SpecialIds:
+    mask: int
+    pad: int
+    end: int                  # ends an answer: [SEP] in the pair layout, EOS in the plain one
+    start: int | None         # [CLS] or BOS, first in every sequence
+    never: tuple[int, ...]    # ids the sampler never proposes
 
 
 @dataclass
@@ -92,14 +80,22 @@ class Backbone:
 
     model: nn.Module
     tokenizer: object
-    family: str
-    mask_token_id: int
+    family: Family
+    ids: SpecialIds
     path: str
-    _split: tuple[str, str] | None = field(default=None, repr=False)
+    head: tuple[str, ...] = ()  # module paths of the vocabulary head; () = not separable
+
+    @property
+    def mask_token_id(self) -> int:
+        return self.ids.mask
+
+    @property
+    def template(self) -> layout.Template:
+        return layout.Template.of(self)
 
     @property
     def projections(self) -> dict[str, str]:
-        return PROJECTIONS[self.family]
+        return dict(self.family.projections)
 
     def projection_modules(self, targets: str) -> list[str]:
         """Full module names of a target set's projections (full, vo, qk), in model order."""
@@ -115,68 +111,203 @@ class Backbone:
         return [name for name, mod in self.model.named_modules()
                 if isinstance(mod, nn.Linear) and (name == suffix or name.endswith("." + suffix))]
 
-    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Final hidden states; with no separable head, the logits themselves."""
-        if self._split is None:
-            return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
-        body = getattr(self.model, self._split[0])
-        return body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    def padding_mask(self, attention_mask: torch.Tensor) -> torch.Tensor | None:
+        """What the forward gets as its mask: none for a family that ignores or cannot take one."""
+        return attention_mask if self.family.honours_padding else None
+
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs):
+        """Final hidden states (the head swapped out for the call); with no separable head, the logits.
+
+        Extra keyword arguments go to the model's forward; the model's output object is returned
+        as ``(hidden, output)`` when any is given (the probes ask for attentions).
+        """
+        with _headless(self.model, self.head):
+            out = self.model(input_ids=input_ids, attention_mask=self.padding_mask(attention_mask), **kwargs)
+        return (out.logits, out) if kwargs else out.logits
 
     def logits_from_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
-        if self._split is None:
-            return hidden
-        return getattr(self.model, self._split[1])(hidden)
+        for path in self.head:
+            hidden = self.model.get_submodule(path)(hidden)
+        return hidden
+
+    def logits_at(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, rows: torch.Tensor,
+                  cols: torch.Tensor) -> torch.Tensor:
+        """[M, V] logits predicting the tokens at (rows, cols): the head runs at those M positions only.
+
+        A shifted family (Dream) predicts position i from the output at i - 1.
+        """
+        hidden = self.hidden_states(input_ids, attention_mask)
+        source = cols - 1 if self.family.shifted else cols
+        if bool((source < 0).any()):
+            raise ValueError(f"{self.path}: a shifted family cannot predict position 0 (it holds BOS)")
+        return self.logits_from_hidden(hidden[rows.to(hidden.device), source.to(hidden.device)])
 
     def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Full [B, S, V] logits as the model's own forward returns them (unshifted)."""
         return self.logits_from_hidden(self.hidden_states(input_ids, attention_mask))
 
 
-def _find_split(model: nn.Module, family: str) -> tuple[str, str] | None:
-    for body, head in _SPLIT_HEADS.get(family, []):
-        if hasattr(model, body) and hasattr(model, head):
-            return body, head
-    return None
+@contextlib.contextmanager
+def _headless(model: nn.Module, paths: tuple[str, ...]):
+    """Replace the head modules by identities for one call, so the forward returns hidden states."""
+    saved = []
+    try:
+        for path in paths:
+            parent, _, leaf = path.rpartition(".")
+            owner = model.get_submodule(parent) if parent else model
+            saved.append((owner, leaf, getattr(owner, leaf)))
+            setattr(owner, leaf, nn.Identity())
+        yield
+    finally:
+        for owner, leaf, module in reversed(saved):
+            setattr(owner, leaf, module)
 
 
-def _mask_token_id(model: nn.Module, tokenizer: object, path: Path) -> int:
-    mask_id = getattr(tokenizer, "mask_token_id", None)
-    if mask_id is None:
-        mask_id = getattr(model.config, "mask_token_id", None)
-    if mask_id is None:
-        raise BackboneError(
-            f"{path}: neither the tokenizer nor config.json defines a mask token; add "
-            "\"mask_token_id\" to config.json (LLaDA uses 126336)")
-    return int(mask_id)
+def read_config(path: Path) -> dict:
+    """config.json as written, not as a config class fills it: a class default (LLaDA's mask id
+    50256) must never stand in for a missing key."""
+    try:
+        return json.loads((path / "config.json").read_text())
+    except FileNotFoundError:
+        raise BackboneError(f"{path}: no config.json; base.path in config.yaml must name a Hugging Face "
+                            "checkpoint directory") from None
+    except json.JSONDecodeError as err:
+        raise BackboneError(f"{path / 'config.json'}: not valid JSON ({err})") from None
+
+
+def _token_id(tokenizer, raw: dict, name: str) -> int | None:
+    value = getattr(tokenizer, f"{name}_token_id", None)
+    if value is None:
+        value = raw.get(f"{name}_token_id")
+    if isinstance(value, list):  # generation-style configs list several EOS ids; the first ends answers
+        value = value[0] if value else None
+    return None if value is None else int(value)
+
+
+def mask_id(tokenizer, raw: dict, path: Path) -> int:
+    """The mask token id, from the tokenizer or config.json as written; checked before any weight loads."""
+    found = _token_id(tokenizer, raw, "mask")
+    if found is None:
+        raise BackboneError(f"{path}: neither the tokenizer nor config.json defines a mask token; add "
+                            "\"mask_token_id\" to config.json (LLaDA uses 126336, Dream 151666)")
+    vocab = raw.get("vocab_size") or raw.get("embedding_size")
+    if vocab is not None and not 0 <= found < int(vocab):
+        raise BackboneError(f"{path / 'config.json'}: mask_token_id {found} is outside the vocabulary "
+                            f"(vocab_size {vocab})")
+    return found
+
+
+def special_ids(tokenizer, raw: dict, family: Family, path: Path) -> SpecialIds:
+    """The ids the layout and the sampler use, from the tokenizer or config.json; an error names a missing one."""
+    get = {n: _token_id(tokenizer, raw, n) for n in ("pad", "bos", "eos", "cls", "sep", "unk")}
+    get["mask"] = mask_id(tokenizer, raw, path)
+    pair = family.template == "pair"
+    end, start = (get["sep"], get["cls"]) if pair else (get["eos"], get["bos"])
+    if end is None:
+        key = "sep_token_id" if pair else "eos_token_id"
+        raise BackboneError(f"{path}: the {family.name} layout ends each answer with "
+                            f"{'[SEP]' if pair else 'EOS'}, but neither the tokenizer nor config.json defines "
+                            f"one; add \"{key}\" to config.json")
+    # The plain layout pads with EOS, as LLaDA's own fine-tuning does; the pair layout needs [PAD].
+    pad = get["pad"] if get["pad"] is not None or pair else end
+    if pad is None:
+        raise BackboneError(f"{path}: no padding token; add \"pad_token_id\" to config.json")
+    never = {get["mask"], get["pad"], get["cls"], get["unk"], get["bos"]} - {None, end}
+    return SpecialIds(mask=get["mask"], pad=pad, end=end, start=start, never=tuple(sorted(never)))
+
+
+def _transformers_major() -> int:
+    import transformers
+
+    return int(transformers.__version__.split(".")[0])
+
+
+def _load_kwargs(runtime: Runtime, attn_implementation: str | None) -> dict:
+    """Straight to the device in the compute dtype (no float32 copy on the host first)."""
+    dtype_key = "dtype" if _transformers_major() >= 5 else "torch_dtype"
+    kwargs = {dtype_key: runtime.dtype, "device_map": runtime.device.type, "local_files_only": True}
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    return kwargs
+
+
+def _remote_failure(path: Path, raw: dict, err: Exception) -> BackboneError:
+    import transformers
+
+    code = ", ".join(sorted(set((raw.get("auto_map") or {}).values()))) or "its modelling code"
+    return BackboneError(
+        f"{path}: {code} failed to load under transformers {transformers.__version__}: "
+        f"{type(err).__name__}: {err}. LLaDA's and Dream's modelling code was written for transformers "
+        f"4.38-4.46; install the pinned 4.x set: pip install -r {REMOTE_REQUIREMENTS} (README \"Using a real "
+        "base\")")
+
+
+def load_tokenizer(path: Path, trust_remote_code: bool):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, ImportError, AttributeError, TypeError, KeyError) as err:
+        listed = ", ".join(sorted(p.name for p in path.iterdir() if p.name.startswith(("tokeni", "vocab",
+                                                                                          "merges", "special"))))
+        raise BackboneError(f"{path}: could not load the tokenizer ({type(err).__name__}: {err}); files found: "
+                            f"{listed or 'none'}. A checkpoint needs tokenizer_config.json with tokenizer.json "
+                            "(fast) or its vocabulary files (slow; with trust_remote_code, the .py its auto_map "
+                            "names)") from None
+
+
+def load_model(path: Path, raw: dict, *, trust_remote_code: bool, runtime: Runtime,
+               attn_implementation: str | None) -> nn.Module:
+    from transformers import AutoModel, AutoModelForMaskedLM
+
+    kwargs = _load_kwargs(runtime, attn_implementation)
+    if trust_remote_code:
+        try:
+            return AutoModel.from_pretrained(path, trust_remote_code=True, **kwargs)
+        except (AttributeError, KeyError, ImportError, TypeError) as err:
+            raise _remote_failure(path, raw, err) from err
+    try:
+        return AutoModelForMaskedLM.from_pretrained(path, **kwargs)
+    except ValueError as err:
+        raise BackboneError(f"{path}: not a masked-LM architecture that transformers knows ({err}); "
+                            "for a checkpoint that ships its own modelling code (LLaDA, Dream) set "
+                            "base.trust_remote_code: true") from None
+
+
+def model_dtype(model: nn.Module) -> torch.dtype:
+    """The dtype the weights really have (what provenance records)."""
+    return next(model.parameters()).dtype
 
 
 def load_backbone(path: str | Path, *, trust_remote_code: bool = False, runtime: Runtime | None = None,
-                  attn_implementation: str | None = None) -> Backbone:
+                  attn_implementation: str | None = None, family: str | None = None,
+                  projections: dict[str, str] | None = None) -> Backbone:
     """Load a masked LM from a local directory; nothing is downloaded.
 
-    ``attn_implementation="eager"`` makes attention probabilities observable (the probes).
+    ``attn_implementation="eager"`` makes attention probabilities observable (the probes);
+    ``family`` and ``projections`` are base.family and base.projections of config.yaml.
     """
-    from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
-
     path = Path(path)
-    if not (path / "config.json").is_file():
-        raise BackboneError(f"{path}: no config.json; base.path in config.yaml must name a Hugging Face "
-                            "checkpoint directory")
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
-    extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
-    if trust_remote_code:
-        model = AutoModel.from_pretrained(path, local_files_only=True, trust_remote_code=True, **extra)
-    else:
-        try:
-            model = AutoModelForMaskedLM.from_pretrained(path, local_files_only=True, **extra)
-        except ValueError as err:
-            raise BackboneError(f"{path}: not a masked-LM architecture that transformers knows ({err}); "
-                                "for a LLaDA-style checkpoint set base.trust_remote_code: true") from None
-    family = detect_family(model)
+    raw = read_config(path)
+    tokenizer = load_tokenizer(path, trust_remote_code)
+    mask_id(tokenizer, raw, path)
     runtime = runtime or pick_runtime()
-    model.to(runtime.device)
-    backbone = Backbone(model=model, tokenizer=tokenizer, family=family,
-                        mask_token_id=_mask_token_id(model, tokenizer, path), path=str(path),
-                        _split=_find_split(model, family))
-    log.info("backbone %s: family %s, %d parameters, mask token %d", path, family,
-             sum(p.numel() for p in model.parameters()), backbone.mask_token_id)
+    model = load_model(path, raw, trust_remote_code=trust_remote_code, runtime=runtime,
+                       attn_implementation=attn_implementation)
+    try:
+        fam = families.detect(model, raw.get("model_type"), name=family, projections=projections)
+    except families.FamilyError as err:
+        raise BackboneError(f"{path}: {err}") from None
+    backbone = Backbone(model=model, tokenizer=tokenizer, family=fam, ids=special_ids(tokenizer, raw, fam, path),
+                        path=str(path), head=families.head_paths(model, fam))
+    if not backbone.head:
+        log.warning("%s: no separable vocabulary head for family %s; full logits are computed", path, fam.name)
+    log.info("backbone %s: family %s, %d parameters in %s, mask token %d, answer end %d", path, fam.name,
+             sum(p.numel() for p in model.parameters()), str(model_dtype(model)).removeprefix("torch."),
+             backbone.ids.mask, backbone.ids.end)
     return backbone
+
+
+def runtime_record(runtime: Runtime, model: nn.Module) -> str:
+    """device+dtype as the weights really are (transformers may load a checkpoint's own dtype)."""
+    return f"{runtime.device.type}+{str(model_dtype(model)).removeprefix('torch.')}"

@@ -60,8 +60,7 @@ def masked_token_scores(backbone: bb.Backbone, runtime: bb.Runtime, texts: list[
         noisy = torch.where(masked, torch.full_like(ids, backbone.mask_token_id), ids)
         rows, cols = masked.nonzero(as_tuple=True)
         with runtime.autocast():
-            hidden = backbone.hidden_states(noisy.to(runtime.device), attention.to(runtime.device))
-            logits = backbone.logits_from_hidden(hidden[rows.to(runtime.device), cols.to(runtime.device)])
+            logits = backbone.logits_at(noisy.to(runtime.device), attention.to(runtime.device), rows, cols)
         logits, target = logits.float().cpu(), ids[rows, cols]
         correct += int((logits.argmax(-1) == target).sum())
         nll += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
@@ -186,7 +185,8 @@ def evaluate(config: dict[str, Any], *, base: dict[str, Any], validation_lines: 
     torch.use_deterministic_algorithms(True, warn_only=True)
     runtime = bb.pick_runtime(base.get("device", "auto"))
     backbone = generation.load_adapted(base["path"], None, trust_remote_code=base.get("trust_remote_code", False),
-                                       runtime=runtime)
+                                       runtime=runtime, family=base.get("family"),
+                                       projections=base.get("projections"))
     texts = {domain: [r["text"] for r in data.load_corpus(data.corpus_path(config, domain))]
              for domain in study.domains(config)}
     texts = {"validation": validation_lines, **texts} if validation_lines else texts

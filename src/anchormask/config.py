@@ -13,7 +13,7 @@ from anchormask import io
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 TRAIN_KEYS = ("seq_len", "rank", "alpha", "dropout", "lr", "weight_decay", "warmup_steps", "batch_size",
-              "subset", "mask_ratio", "loss", "tv_weight", "threads", "log_every")
+              "subset", "mask_ratio", "loss", "tv_weight", "threads", "log_every", "gradient_checkpointing")
 
 
 class ConfigError(ValueError):

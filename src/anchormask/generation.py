@@ -17,10 +17,11 @@ log = logging.getLogger(__name__)
 
 
 def load_adapted(base_path: str, adapter_dir: str | None, *, trust_remote_code: bool,
-                 runtime: bb.Runtime, attn_implementation: str | None = None) -> bb.Backbone:
+                 runtime: bb.Runtime, attn_implementation: str | None = None, family: str | None = None,
+                 projections: dict[str, str] | None = None) -> bb.Backbone:
     """The base, with one adapter merged into its weights (none for the base arm)."""
     backbone = bb.load_backbone(base_path, trust_remote_code=trust_remote_code, runtime=runtime,
-                                attn_implementation=attn_implementation)
+                                attn_implementation=attn_implementation, family=family, projections=projections)
     if adapter_dir is not None:
         from peft import PeftModel
 
@@ -28,10 +29,6 @@ def load_adapted(base_path: str, adapter_dir: str | None, *, trust_remote_code: 
         backbone.model = PeftModel.from_pretrained(backbone.model, adapter_dir).merge_and_unload()
     backbone.model.eval()
     return backbone
-
-
-def answer_end_id(tokenizer) -> int | None:
-    return getattr(tokenizer, "sep_token_id", None) or getattr(tokenizer, "eos_token_id", None)
 
 
 def post_anchor_ids(result: sampler.Result, end_id: int | None) -> list[int]:
@@ -58,17 +55,18 @@ def split_post_anchor(tokenizer, slot_ids: list[int], locked: int, tail: list[in
     return rest.strip(), mid_word
 
 
-def requests_for(tokenizer, retrieved: list[dict[str, Any]]) -> list[sampler.Request]:
-    return [sampler.Request(r["query_id"], layout.prompt_ids(tokenizer, r["query"]),
-                            layout.anchor_ids(tokenizer, r["statement"])) for r in retrieved]
+def requests_for(backbone: bb.Backbone, retrieved: list[dict[str, Any]]) -> list[sampler.Request]:
+    tok = backbone.tokenizer
+    return [sampler.Request(r["query_id"], layout.prompt_ids(tok, r["query"], backbone.template),
+                            layout.anchor_ids(tok, r["statement"])) for r in retrieved]
 
 
 def generation_records(backbone: bb.Backbone, runtime: bb.Runtime, retrieved: list[dict[str, Any]],
                        settings: sampler.SamplerSettings, identity: dict[str, Any],
                        on_batch=None) -> list[dict[str, Any]]:
     tok = backbone.tokenizer
-    results = sampler.generate(backbone, runtime, requests_for(tok, retrieved), settings, on_batch=on_batch)
-    end_id = answer_end_id(tok)
+    results = sampler.generate(backbone, runtime, requests_for(backbone, retrieved), settings, on_batch=on_batch)
+    end_id = backbone.ids.end
     records = []
     for query, result in zip(retrieved, results):
         tail = post_anchor_ids(result, end_id)
@@ -99,7 +97,7 @@ def run_arm(*, arm: str, strategy: str | None, targets: str | None, adapters: li
                         unit="generation")
     for adapter in adapters or [None]:
         backbone = load_adapted(base["path"], adapter, trust_remote_code=base.get("trust_remote_code", False),
-                                runtime=runtime)
+                                runtime=runtime, family=base.get("family"), projections=base.get("projections"))
         done = len(records)
         records += generation_records(backbone, runtime, retrieved, settings,
                                       _identity(arm, strategy, targets, adapter, base),

@@ -3,8 +3,9 @@
 * **Attention mass** (probe 2). Each arm (the base, and the base with one adapter merged)
   answers every retrieved query with the anchor locked, through ``sampler.generate``; before
   every denoising forward pass an observer runs the same input once more with
-  ``output_attentions=True`` (the model must be loaded with ``attn_implementation="eager"``)
-  and measures, per layer and head, the attention probability that flows from the generated
+  ``output_attentions=True`` (the model loaded with ``attn_implementation="eager"``) or, for
+  families whose code refuses that (LLaDA, Dream), while recording torch's
+  scaled_dot_product_attention, and measures, per layer and head, the attention probability that flows from the generated
   answer positions onto (a) the question prefix and (b) the locked anchor.
 
   Our reading of the aggregation: for one query at one step, the *mass onto X* of a head is
@@ -21,7 +22,7 @@
 * **LoRA weight allocation** (probe 3). For every saved adapter,
   ``||ΔW||_F`` with ``ΔW = scaling · B A`` and ``scaling = lora_alpha / r``
   (``lora_alpha / sqrt(r)`` for rsLoRA), per projection kind (q, k, v, o; names mapped through
-  ``backbone.PROJECTIONS``) and layer, computed as ``scaling · sqrt(tr((BᵀB)(AAᵀ)))`` so that no
+  ``families.PROJECTIONS``) and layer, computed as ``scaling · sqrt(tr((BᵀB)(AAᵀ)))`` so that no
   out x in matrix is formed. A kind's *share* is its part of the adapter's total squared
   norm, ``Σ ||ΔW||²`` over its modules divided by the sum over all modules: squared
   Frobenius norms add up over modules, norms do not.
@@ -43,6 +44,7 @@ each rule's ``code`` digest names only the modules its job really runs.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -169,16 +171,65 @@ def observation_masks(obs):
     return answer, prefix, anchor
 
 
+class AttentionUnavailable(RuntimeError):
+    """The model exposes no attention probabilities (neither output_attentions nor torch's SDPA)."""
+
+
+def sdpa_probabilities(query, key, attn_mask=None, is_causal=False, scale=None, **_):
+    """The attention probabilities that torch's scaled_dot_product_attention applies, in float32."""
+    import torch
+
+    if key.shape[-3] != query.shape[-3]:  # grouped-query attention: each K head serves several Q heads
+        key = key.repeat_interleave(query.shape[-3] // key.shape[-3], dim=-3)
+    scale = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
+    scores = (query.float() @ key.float().transpose(-2, -1)) * scale
+    if is_causal:
+        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1),
+                                    float("-inf"))
+    if attn_mask is not None:
+        scores = (scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool
+                  else scores + attn_mask.float())
+    return torch.softmax(scores, dim=-1)
+
+
+@contextlib.contextmanager
+def recorded_sdpa():
+    """Record the probabilities of every torch.nn.functional.scaled_dot_product_attention call, in call
+    order (one per layer), for model code that cannot return them (LLaDA refuses output_attentions).
+    The model's own call runs unchanged, so its outputs are not affected."""
+    import torch.nn.functional as F
+
+    original, seen = F.scaled_dot_product_attention, []
+
+    def recording(query, key, value, *args, **kwargs):
+        named = dict(zip(("attn_mask", "dropout_p", "is_causal", "scale"), args)) | kwargs
+        seen.append(sdpa_probabilities(query, key, **{k: v for k, v in named.items() if k != "dropout_p"}))
+        return original(query, key, value, *args, **kwargs)
+
+    F.scaled_dot_product_attention = recording
+    try:
+        yield seen
+    finally:
+        F.scaled_dot_product_attention = original
+
+
 def attention_forward(backbone, input_ids, attention_mask):
-    """The per-layer attention probabilities of one forward pass (the encoder body only, when the
-    vocabulary head is separable: the probe needs no logits)."""
-    split = backbone._split  # (body, head) attribute names; None when the head is not separable
-    module = getattr(backbone.model, split[0]) if split else backbone.model
-    out = module(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
+    """The per-layer attention probabilities of one forward pass (the head swapped out: the probe
+    needs no logits): from ``output_attentions`` or, for families that cannot return them, from
+    recording torch's SDPA."""
+    if backbone.family.attentions == "sdpa":
+        with recorded_sdpa() as seen:
+            backbone.hidden_states(input_ids, attention_mask)
+        if not seen:
+            raise AttentionUnavailable(f"{backbone.path}: the {backbone.family.name} model computed attention "
+                                       "without torch's scaled_dot_product_attention; its probabilities cannot "
+                                       "be recorded")
+        return seen
+    _, out = backbone.hidden_states(input_ids, attention_mask, output_attentions=True)
     attentions = getattr(out, "attentions", None)
-    if not attentions:
-        raise ValueError(f"{backbone.path}: the model returned no attention probabilities; load it with "
-                         "attn_implementation='eager' (SDPA and flash attention do not expose them)")
+    if not attentions or any(a is None for a in attentions):
+        raise AttentionUnavailable(f"{backbone.path}: the model returned no attention probabilities; load it "
+                                   "with attn_implementation='eager' (SDPA and flash attention do not expose them)")
     return attentions
 
 
@@ -219,21 +270,29 @@ def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence
     retrieved = [rec for path in retrieval_files for rec in io.read_jsonl(path)]
     if not retrieved:
         raise InputError("attention probe: the retrieval files hold no queries")
-    rows, adapters_meta = [], {}
+    rows, adapters_meta, unavailable = [], {}, {}
+    remote = base.get("trust_remote_code", False)
     for spec in arms:
         per_adapter = []
         for adapter in spec["adapters"] or [None]:
-            backbone = generation.load_adapted(base["path"], adapter,
-                                               trust_remote_code=base.get("trust_remote_code", False),
-                                               runtime=runtime, attn_implementation="eager")
-            requests = generation.requests_for(backbone.tokenizer, retrieved)
-            per_query = attention_probe(backbone, runtime, requests, settings)
+            # Eager attention returns probabilities; remote code keeps its own SDPA, which the probe records.
+            backbone = generation.load_adapted(base["path"], adapter, trust_remote_code=remote, runtime=runtime,
+                                               attn_implementation=None if remote else "eager",
+                                               family=base.get("family"), projections=base.get("projections"))
+            requests = generation.requests_for(backbone, retrieved)
+            try:
+                per_query = attention_probe(backbone, runtime, requests, settings)
+            except AttentionUnavailable as err:
+                unavailable[spec["arm"]] = str(err)
+                break
             missing = [r.query_id for r in requests if r.query_id not in per_query]
             if missing:
                 raise RuntimeError(f"attention probe, arm {spec['arm']}: no observation for queries {missing[:5]}")
             per_adapter.append(np.mean([per_query[r.query_id] for r in requests], axis=0))
             if adapter is not None:
                 adapters_meta[adapter] = checksum.directory_sha256(adapter)
+        if spec["arm"] in unavailable:
+            continue
         mass = np.mean(per_adapter, axis=0)  # [layers, heads, 2]
         for layer in range(mass.shape[0]):
             for head in range(mass.shape[1]):
@@ -248,6 +307,8 @@ def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence
         "base": {"path": base["path"], "sha256": base.get("sha256")}, "sampler": settings.record(),
         "seed": settings.seed, "runtime": runtime.name, "versions": provenance.versions(),
     }
+    if unavailable:  # a statement in the output, not a crash that stops the `all` target
+        df.attrs["anchormask"]["not_available"] = unavailable
     return df
 
 
@@ -259,7 +320,8 @@ def attention_figure(df: pd.DataFrame, pdf_path, png_path) -> None:
     from anchormask import figures
 
     if df.empty:
-        raise InputError("attention table is empty")
+        _unavailable_figure(df, pdf_path, png_path)
+        return
     arms = figures.order_arms(list(df["arm"].unique()))
     strategies = df.groupby("arm")["strategy"].first().to_dict()
     base = _base_arm(arms, {a: None if _null(s) else s for a, s in strategies.items()})
@@ -309,6 +371,21 @@ def attention_figure(df: pd.DataFrame, pdf_path, png_path) -> None:
         figures.save(fig, pdf_path, png_path)
 
 
+def _unavailable_figure(df: pd.DataFrame, pdf_path, png_path) -> None:
+    """A figure that says why there is no heatmap (the model exposes no attention probabilities)."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    from anchormask import figures
+
+    reasons = (df.attrs.get("anchormask") or {}).get("not_available") or {"all arms": "no attention rows"}
+    with matplotlib.rc_context(figures.RC):
+        fig = Figure(figsize=(7, 1.5 + 0.4 * len(reasons)), layout="constrained")
+        fig.text(0.02, 0.5, "Attention probe not available for this model:\n" + "\n".join(
+            f"{arm}: {why}" for arm, why in reasons.items()), va="center", fontsize=7, wrap=True)
+        figures.save(fig, pdf_path, png_path)
+
+
 def _matrix(df: pd.DataFrame, arm: str, target: str, layers: int, heads: int) -> np.ndarray:
     part = df[(df["arm"] == arm) & (df["target"] == target)]
     m = np.full((layers, heads), np.nan)
@@ -322,11 +399,13 @@ _LORA_KEY = re.compile(r"^(?P<module>.+)\.lora_(?P<which>[AB])(?:\.[^.]+)?\.weig
 _LAYER = re.compile(r"\.(\d+)\.")
 
 
-def projection_kind(module: str) -> str | None:
-    """q, k, v or o for a module name (any family of ``backbone.PROJECTIONS``); None if none fits."""
-    from anchormask.backbone import PROJECTIONS
+def projection_kind(module: str, projections: Mapping[str, str] | None = None) -> str | None:
+    """q, k, v or o for a module name (base.projections when given, else any family of
+    ``families.PROJECTIONS``); None if none fits."""
+    from anchormask.families import PROJECTIONS
 
-    pairs = sorted({(suffix, kind) for proj in PROJECTIONS.values() for kind, suffix in proj.items()},
+    candidates = [projections] if projections else list(PROJECTIONS.values())
+    pairs = sorted({(suffix, kind) for proj in candidates for kind, suffix in proj.items()},
                    key=lambda p: -len(p[0]))
     for suffix, kind in pairs:
         if module == suffix or module.endswith("." + suffix):
@@ -354,7 +433,7 @@ def delta_fro_norm(a: np.ndarray, b: np.ndarray, scaling: float) -> float:
     return abs(scaling) * math.sqrt(max(squared, 0.0))
 
 
-def adapter_norms(adapter_dir: str | Path) -> pd.DataFrame:
+def adapter_norms(adapter_dir: str | Path, projections: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Rows (module, kind, layer, rank, scaling, fro_norm), one per LoRA-adapted module, sorted."""
     from safetensors.torch import load_file
 
@@ -384,7 +463,7 @@ def adapter_norms(adapter_dir: str | Path) -> pd.DataFrame:
         if mats["A"].shape[0] != config["r"]:
             raise InputError(f"{weights_path}: module {module} has rank {mats['A'].shape[0]}, adapter_config.json "
                              f"says r = {config['r']}")
-        kind = projection_kind(module)
+        kind = projection_kind(module, projections)
         if kind is None:
             raise InputError(f"{weights_path}: module {module} is not a Q/K/V/O projection of any known family")
         rows.append({"module": module, "kind": kind, "layer": layer_index(module), "rank": int(config["r"]),
@@ -392,8 +471,10 @@ def adapter_norms(adapter_dir: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["module", "kind", "layer", "rank", "scaling", "fro_norm"])
 
 
-def lora_layers_table(adapters: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """Per (arm, adapter, layer, kind). ``adapters``: dicts with arm, strategy, targets, path."""
+def lora_layers_table(adapters: Sequence[Mapping[str, Any]],
+                      projections: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Per (arm, adapter, layer, kind). ``adapters``: dicts with arm, strategy, targets, path;
+    ``projections``: base.projections of config.yaml, when set."""
     from anchormask import checksum
 
     frames, meta = [], []
@@ -401,7 +482,7 @@ def lora_layers_table(adapters: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         path = Path(spec["path"])
         prov = path / "provenance.json"
         adapter_id = io.read_json(prov)["job"]["id"] if prov.is_file() else path.name
-        norms = adapter_norms(path)
+        norms = adapter_norms(path, projections)
         norms.insert(0, "adapter_id", adapter_id)
         for col in ("targets", "strategy", "arm"):
             norms.insert(0, col, spec[col])
@@ -743,7 +824,8 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
                   f"heatmaps (per arm and arm − base): `{paths.get('attention_figure', 'results/probes/attention.pdf')}`.",
                   ""]
     else:
-        lines += ["- Not run (`probes.attention_arms` is empty).", ""]
+        lines += ["- Not run (`probes.attention_arms` is empty) or not available for this model (the reason is "
+                  f"in the metadata of `{paths.get('attention', 'results/probes/attention.parquet')}`).", ""]
 
     lines += ["## 3. LoRA weight allocation", ""]
     if lora is not None and len(lora):

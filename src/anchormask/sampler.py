@@ -17,9 +17,12 @@ no masked position is left; it usually needs fewer forward passes.
 with an equal share of the steps; the default 0 is one block, the whole slot.
 
 Randomness (temperature > 0: Gumbel noise; ``random`` remasking) comes from one generator
-per query seeded from (seed, query id), so a query's output does not depend on which other
-queries share its batch. Logits are computed only at masked slot positions, and special
-tokens other than [SEP] (which ends an answer) are never proposed.
+per query seeded from (seed, query id), on the runtime's device, so a query's output does not
+depend on which other queries share its batch. A family whose forward ignores the padding mask
+(LLaDA, Dream) gets batches of equal-length prompts only, so no row is ever padded. Logits are
+computed only at masked slot positions and stay on the device (only the chosen token and its
+confidence come back); special tokens other than the one that ends an answer ([SEP] or EOS,
+even where EOS is also the padding token) are never proposed.
 """
 
 from __future__ import annotations
@@ -106,16 +109,13 @@ def transfer_schedule(masked: int, steps: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(steps)]
 
 
-def query_generator(seed: int, query_id: str) -> torch.Generator:
+def query_generator(seed: int, query_id: str, device: torch.device | str = "cpu") -> torch.Generator:
     digest = hashlib.sha256(f"{seed}:{query_id}".encode()).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
+    return torch.Generator(device=device).manual_seed(int.from_bytes(digest[:8], "little"))
 
 
 def suppressed_token_ids(backbone: Backbone) -> list[int]:
-    tok = backbone.tokenizer
-    ids = {backbone.mask_token_id, getattr(tok, "pad_token_id", None), getattr(tok, "cls_token_id", None),
-           getattr(tok, "unk_token_id", None), getattr(tok, "bos_token_id", None)}
-    return sorted(i for i in ids if i is not None)
+    return list(backbone.ids.never)
 
 
 def _lock(request: Request, settings: SamplerSettings) -> tuple[list[int], bool]:
@@ -152,20 +152,22 @@ def _propose(logits: torch.Tensor, settings: SamplerSettings, generators: list[t
              rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Token and confidence for each masked position ([M, V] logits, rows gives each one's query)."""
     logits = logits.float()
+    rows = rows.to(logits.device)
     if settings.temperature > 0:
         noise = torch.empty_like(logits)
         for r in rows.unique().tolist():  # each query's noise from its own generator
             sel = rows == r
-            u = torch.rand(int(sel.sum()), logits.shape[1], generator=generators[r]).clamp_(1e-20, 1.0)
+            u = torch.rand(int(sel.sum()), logits.shape[1], generator=generators[r],
+                           device=logits.device).clamp_(1e-20, 1.0)
             noise[sel] = -torch.log(-torch.log(u))
         tokens = (logits / settings.temperature + noise).argmax(-1)
     else:
         tokens = logits.argmax(-1)
     if settings.remasking == "random":
-        confidence = torch.empty(tokens.shape)
+        confidence = torch.empty(tokens.shape, device=logits.device)
         for r in rows.unique().tolist():
             sel = rows == r
-            confidence[sel] = torch.rand(int(sel.sum()), generator=generators[r])
+            confidence[sel] = torch.rand(int(sel.sum()), generator=generators[r], device=logits.device)
     else:
         confidence = torch.softmax(logits, -1).gather(1, tokens[:, None]).squeeze(1)
     return tokens, confidence
@@ -209,22 +211,32 @@ def generate(backbone: Backbone, runtime: Runtime, requests: list[Request], sett
 
     ``on_batch`` gets the number of requests done after each batch (progress reporting).
     """
-    results: list[Result] = []
-    for first in range(0, len(requests), settings.batch_size):
-        results += _generate_batch(backbone, runtime, requests[first:first + settings.batch_size], settings,
-                                   observer)
+    done: dict[int, Result] = {}
+    for batch in _batches(backbone, requests, settings.batch_size):
+        done.update(zip(batch, _generate_batch(backbone, runtime, [requests[i] for i in batch], settings, observer)))
         if on_batch is not None:
-            on_batch(len(results))
-    return results
+            on_batch(len(done))
+    return [done[i] for i in range(len(requests))]
+
+
+def _batches(backbone: Backbone, requests: list[Request], size: int) -> list[list[int]]:
+    """Request indices per batch: in order; for a family that ignores the padding mask, equal-length
+    prompts per batch (so no row is padded and none depends on its batch mates)."""
+    order = list(range(len(requests)))
+    if backbone.family.honours_padding:
+        return [order[i:i + size] for i in range(0, len(order), size)]
+    by_length: dict[int, list[int]] = {}
+    for i in order:
+        by_length.setdefault(len(requests[i].prompt_ids), []).append(i)
+    return [group[i:i + size] for _, group in sorted(by_length.items()) for i in range(0, len(group), size)]
 
 
 @torch.inference_mode()
 def _generate_batch(backbone: Backbone, runtime: Runtime, requests: list[Request], settings: SamplerSettings,
                     observer: Observer | None) -> list[Result]:
-    pad_id = getattr(backbone.tokenizer, "pad_token_id", None) or 0
-    ids, attention, masked, starts, locks = _build_batch(requests, settings, backbone.mask_token_id, pad_id)
-    generators = [query_generator(settings.seed, r.query_id) for r in requests]
-    suppressed = torch.tensor(suppressed_token_ids(backbone))
+    ids, attention, masked, starts, locks = _build_batch(requests, settings, backbone.ids.mask, backbone.ids.pad)
+    generators = [query_generator(settings.seed, r.query_id, runtime.device) for r in requests]
+    suppressed = torch.tensor(suppressed_token_ids(backbone), device=runtime.device)
     passes = torch.zeros(len(requests), dtype=torch.long)
     locked = torch.tensor([lk[0] for lk in locks])
     step = 0
@@ -238,11 +250,10 @@ def _generate_batch(backbone: Backbone, runtime: Runtime, requests: list[Request
             passes += block.any(1).long()
             rows, cols = block.nonzero(as_tuple=True)
             with runtime.autocast():
-                hidden = backbone.hidden_states(ids.to(runtime.device), attention.to(runtime.device))
-                logits = backbone.logits_from_hidden(hidden[rows.to(runtime.device), cols.to(runtime.device)])
-            logits = logits.float().cpu()
+                logits = backbone.logits_at(ids.to(runtime.device), attention.to(runtime.device), rows, cols)
+            logits = logits.float()
             logits[:, suppressed] = float("-inf")
-            tokens, confidence = _propose(logits, settings, generators, rows)
+            tokens, confidence = (t.cpu() for t in _propose(logits, settings, generators, rows))
             quota = torch.tensor([s[block_step] if block_step < len(s) else 0 for s in schedules])
             commit = _choose(confidence, rows, quota, settings, len(requests))
             ids[rows[commit], cols[commit]] = tokens[commit]

@@ -79,9 +79,10 @@ def lr_at(step: int, settings: dict[str, Any]) -> float:
     return settings["lr"] * min(1.0, (step + 1) / warmup) if warmup else settings["lr"]
 
 
-def encode_pairs(tokenizer, pairs: list[dict[str, Any]], seq_len: int, source: str) -> list[layout.EncodedPair]:
-    return [layout.encode_pair(tokenizer, p["question"], p["answer"], seq_len, where=f"{source}: pair {p['id']}")
-            for p in pairs]
+def encode_pairs(backbone: bb.Backbone, pairs: list[dict[str, Any]], seq_len: int,
+                 source: str) -> list[layout.EncodedPair]:
+    return [layout.encode_pair(backbone.tokenizer, p["question"], p["answer"], seq_len,
+                               where=f"{source}: pair {p['id']}", template=backbone.template) for p in pairs]
 
 
 def batches(n: int, batch_size: int, steps: int, generator: torch.Generator):
@@ -97,8 +98,8 @@ def batches(n: int, batch_size: int, steps: int, generator: torch.Generator):
 def train_step(backbone: bb.Backbone, runtime: bb.Runtime, encoded: list[layout.EncodedPair],
                strategy: str, settings: dict[str, Any], ratio_dist: masking.MaskRatio,
                generator: torch.Generator) -> tuple[torch.Tensor, dict[str, float]]:
-    pad_id = backbone.tokenizer.pad_token_id or 0
-    ids, attention, classes = layout.collate(encoded, pad_id)
+    ids, attention, classes = layout.collate(encoded, backbone.ids.pad,
+                                             pad_is_answer=backbone.template.pad_is_answer)
     eligible = masking.eligible_positions(classes, strategy)
     ratio = ratio_dist.sample(len(encoded), generator)
     mask = masking.draw_mask(eligible, ratio, generator)
@@ -106,21 +107,35 @@ def train_step(backbone: bb.Backbone, runtime: bb.Runtime, encoded: list[layout.
     rows, cols = mask.nonzero(as_tuple=True)
     device = runtime.device
     with runtime.autocast():
-        hidden = backbone.hidden_states(noisy.to(device), attention.to(device))
         # The vocabulary head runs only where the loss looks: the masked positions.
-        logits = backbone.logits_from_hidden(hidden[rows.to(device), cols.to(device)])
+        logits = backbone.logits_at(noisy.to(device), attention.to(device), rows, cols)
     loss = masking.masked_loss(logits, ids[rows, cols].to(device), kind=settings["loss"], ratio=ratio,
                                rows=rows, eligible_count=eligible.sum(1), tv_weight=settings["tv_weight"])
     return loss, {"mask_ratio": float(ratio.mean()), "masked_tokens": int(rows.numel())}
 
 
+def enable_checkpointing(backbone: bb.Backbone) -> None:
+    """Recompute activations in the backward pass (train.gradient_checkpointing): memory for time."""
+    model = backbone.model
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise bb.BackboneError(f"{backbone.path}: train.gradient_checkpointing is on, but the {backbone.family.name} "
+                               "model's code does not support gradient checkpointing; set it to false")
+    # Non-reentrant checkpointing gives gradients to the LoRA weights although the frozen inputs need none.
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 def train(base_path: str, base_sha256: str, pairs_path: str, job: AdapterJob, settings: dict[str, Any],
-          out_dir: str, *, trust_remote_code: bool = False, device: str = "auto") -> dict[str, Any]:
+          out_dir: str, *, trust_remote_code: bool = False, device: str = "auto", family: str | None = None,
+          projections: dict[str, str] | None = None) -> dict[str, Any]:
+    """One training job; ``family`` and ``projections`` are base.family and base.projections."""
     set_deterministic(job.seed, settings["threads"])
     runtime = bb.pick_runtime(device)
-    backbone = bb.load_backbone(base_path, trust_remote_code=trust_remote_code, runtime=runtime)
+    backbone = bb.load_backbone(base_path, trust_remote_code=trust_remote_code, runtime=runtime, family=family,
+                                projections=projections)
+    if settings.get("gradient_checkpointing"):
+        enable_checkpointing(backbone)
     pairs = data.select_pairs(data.load_pairs(pairs_path), job.size, settings["subset"], job.seed)
-    encoded = encode_pairs(backbone.tokenizer, pairs, settings["seq_len"], pairs_path)
+    encoded = encode_pairs(backbone, pairs, settings["seq_len"], pairs_path)
     lora_modules = backbone.projection_modules(job.targets)
     torch.manual_seed(job.seed)  # LoRA's A matrices draw from the global generator
     model = attach_lora(backbone, job.targets, settings)
@@ -152,7 +167,7 @@ def train(base_path: str, base_sha256: str, pairs_path: str, job: AdapterJob, se
         "pairs": {"path": pairs_path, "ids": [p["id"] for p in pairs]},
         "lora_modules": lora_modules,
         "trainable_parameters": sum(p.numel() for p in params),
-        "runtime": runtime.name,
+        "runtime": bb.runtime_record(runtime, backbone.model),
         "final_loss_mean_last_10pct": round(sum(r[3] for r in rows[-max(1, len(rows) // 10):])
                                             / max(1, len(rows[-max(1, len(rows) // 10):])), 6),
         "versions": provenance.versions(),

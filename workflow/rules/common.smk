@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 
@@ -44,13 +45,36 @@ def as_json(obj):
 
 
 def base_record():
-    return {k: BASE.get(k) for k in ("path", "sha256", "trust_remote_code", "device")}
+    # family and projections only when set, so a config without them keeps its jobs' params.
+    record = {k: BASE.get(k) for k in ("path", "sha256", "trust_remote_code", "device")}
+    return record | {k: BASE[k] for k in ("family", "projections") if BASE.get(k) is not None}
 
 
 def base_files():
     from anchormask.checksum import manifest_files
 
     return [str(p) for p in manifest_files(BASE["path"])] or [os.path.join(BASE["path"], "config.json")]
+
+
+def weight_mb():
+    """MB of the base's weight files on disk (safetensors, or a PyTorch .bin)."""
+    files = [p for p in Path(BASE["path"]).glob("*") if p.suffix in (".safetensors", ".bin")]
+    return sum(p.stat().st_size for p in files) / 2**20
+
+
+def model_resources(kind):
+    """SLURM memory of a job that loads the base, from the size of its weights rather than fixed.
+
+    Host (mem_mb): the weights load straight onto the device, so the host holds at most one
+    float32 copy (a CPU run), twice the file size for bf16 files, plus ~2 GB for torch and the
+    data; never under 4000. GPU (gpu_mem_mb, for a site's --constraint or --gres mapping): the
+    bf16 weights plus, for training, LoRA optimizer state and activations (x1.5) or, for
+    generation, activations of one batch (x1.2), plus 2 GB of CUDA context.
+    """
+    weights = weight_mb()
+    host = max(4000, math.ceil(2 * weights + 2000))
+    gpu = math.ceil(weights * (1.5 if kind == "train" else 1.2) + 2000)
+    return {"mem_mb": host, "gpu_mem_mb": gpu}
 
 
 def adapter_dir(job):

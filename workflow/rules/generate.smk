@@ -32,8 +32,8 @@ rule retrieve:
         "../scripts/retrieve.py"
 
 
-GENERATION_CODE = code_digest("generation", "sampler", "layout", "backbone", "train", "checksum", "io",
-                              "provenance")
+GENERATION_CODE = code_digest("generation", "sampler", "layout", "backbone", "families", "masking", "train",
+                              "checksum", "io", "provenance")
 
 
 rule generate_arm:
@@ -54,7 +54,8 @@ rule generate_arm:
         "results/benchmarks/generate/{arm}.tsv"
     threads: config["generation"]["threads"]
     resources:
-        mem_mb=4000,
+        mem_mb=model_resources("generate")["mem_mb"],
+        gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
         runtime=60,
     conda:
         ENV
@@ -81,7 +82,8 @@ rule generate_sweep:
         "results/benchmarks/generate/sweep_{strategy}_n{size}_s{steps}.tsv"
     threads: config["generation"]["threads"]
     resources:
-        mem_mb=4000,
+        mem_mb=model_resources("generate")["mem_mb"],
+        gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
         runtime=60,
     conda:
         ENV

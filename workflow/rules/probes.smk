@@ -58,15 +58,16 @@ rule probe_attention:
         arms=as_json(ATTENTION_SPECS),
         sampler=as_json(config["generation"]),
         base=as_json(base_record()),
-        code=code_digest(*PROBE_CODE, "generation", "sampler", "layout", "backbone", "train", "provenance",
-                         "progress", "figures"),
+        code=code_digest(*PROBE_CODE, "generation", "sampler", "layout", "masking", "backbone", "families",
+                         "train", "provenance", "progress", "figures"),
     log:
         "results/logs/probes/attention.log",
     benchmark:
         "results/benchmarks/probes/attention.tsv"
     threads: config["generation"]["threads"]
     resources:
-        mem_mb=4000,
+        mem_mb=model_resources("generate")["mem_mb"],
+        gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
         runtime=60,
     conda:
         ENV
@@ -88,7 +89,8 @@ rule probe_lora:
         ),
     params:
         adapters=as_json(LORA_SPECS),
-        code=code_digest(*PROBE_CODE, "backbone", "figures"),
+        projections=as_json(BASE.get("projections")),
+        code=code_digest(*PROBE_CODE, "families", "figures"),
     log:
         "results/logs/probes/lora.log",
     benchmark:
@@ -122,7 +124,8 @@ rule probe_maskcount_generate:
         "results/benchmarks/probes/maskcount_{arm}_k{k}.tsv"
     threads: config["generation"]["threads"]
     resources:
-        mem_mb=4000,
+        mem_mb=model_resources("generate")["mem_mb"],
+        gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
         runtime=60,
     conda:
         ENV

@@ -10,14 +10,15 @@ rule train_adapter:
     params:
         settings=lambda wc: as_json(study.train_settings(config, wc.strategy)),
         base=as_json(base_record()),
-        code=code_digest("train", "masking", "layout", "backbone", "data", "config", "io", "provenance"),
+        code=code_digest("train", "masking", "layout", "backbone", "families", "data", "config", "io", "provenance"),
     log:
         "results/logs/train/{strategy}_{targets}_n{size}_s{steps}_seed{seed}.log",
     benchmark:
         "results/benchmarks/train/{strategy}_{targets}_n{size}_s{steps}_seed{seed}.tsv"
     threads: config["train"]["threads"]
     resources:
-        mem_mb=4000,
+        mem_mb=model_resources("train")["mem_mb"],
+        gpu_mem_mb=model_resources("train")["gpu_mem_mb"],
         runtime=120,
     conda:
         ENV

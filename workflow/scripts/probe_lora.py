@@ -9,7 +9,7 @@ from anchormask import probes, runlog, tables
 def main(smk):
     runlog.log_to(smk.log[0])
     adapters = json.loads(smk.params.adapters)
-    layers = probes.lora_layers_table(adapters)
+    layers = probes.lora_layers_table(adapters, json.loads(smk.params.projections))
     tables.write_parquet(layers, smk.output.layers, probes.LORA_LAYERS_SCHEMA)
     shares = probes.lora_share_table(layers)
     tables.write_parquet(shares, smk.output.table, probes.LORA_SCHEMA)

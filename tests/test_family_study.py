@@ -1,0 +1,57 @@
+"""A reduced study run end to end (the default target, every rule) on each family's tiny checkpoint.
+
+Smaller than tests/configs/tiny.yaml (three arms, one held-out domain, two training jobs) so
+that six families stay within a few minutes; the DAG has every rule of the default target.
+LLaDA and Dream need transformers 4.x (CI runs them in .venv-remote).
+"""
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+from anchormask import checksum, data
+from helpers import copy_repo, snakemake
+from tiny_families import BUILDERS, FAMILIES, REMOTE, remote_code_runs
+
+pytestmark = pytest.mark.slow
+
+
+def family_config(repo, base, family):
+    cfg = yaml.safe_load((repo / "config.yaml").read_text())
+    cfg["base"] = {"path": str(base), "sha256": checksum.directory_sha256(base),
+                   "trust_remote_code": family in REMOTE, "device": "cpu"}
+    cfg["data"].update(held_out=["astronomy"], max_queries_per_domain=2)
+    cfg["train"].update(batch_size=4, warmup_steps=1, log_every=5, default={"size": 8, "steps": 3})
+    cfg["arms"] = {a: cfg["arms"][a] for a in ("base", "anchor", "random")}
+    cfg["sweep"] = {"strategies": ["anchor", "random"], "sizes": [8], "steps": [3]}
+    cfg["generation"].update(answer_len=12, steps=3, batch_size=16)
+    cfg["statistics"].update(resamples=200, sweep_report={}, comparisons=[
+        {"name": "heldout_anchor_vs_random", "a": "anchor", "b": "random", "split": "held_out"},
+        {"name": "heldout_anchor_vs_base", "a": "anchor", "b": "base", "split": "held_out"}])
+    cfg["probes"] = {"maskcount_k": [0, 4], "attention_arms": ["base", "anchor"]}
+    (repo / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
+# BERT's reduced study is tests/test_end_to_end.py (the tiny_study fixture).
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "bert"])
+def test_reduced_study_runs_to_the_end(family, tmp_path_factory):
+    if family in REMOTE and not remote_code_runs():
+        pytest.skip("remote code needs transformers 4.x (.venv-remote, envs/requirements-remote.txt)")
+    root = tmp_path_factory.mktemp(f"study-{family}")
+    base = BUILDERS[family](root / "base")
+    repo = copy_repo(root / "repo")
+    family_config(repo, base, family)
+    snakemake(repo, "--cores", "2")
+    results = repo / "results"
+    rows = data.load_generations(results / "generations" / "all.jsonl")
+    assert len(rows) == 3 * 4 and {r["arm"] for r in rows} == {"base", "anchor", "random"}
+    table = pd.read_parquet(results / "tables" / "generations.parquet")
+    assert len(table) == len(rows) and table["overlap"].between(0, 1).all()
+    assert (results / "tables" / "headline.md").read_text().count("heldout_anchor_vs") == 2
+    attention = pd.read_parquet(results / "probes" / "attention.parquet")
+    assert set(attention["arm"]) == {"base", "anchor"} and attention["mass"].between(0, 1).all()
+    assert (results / "probes" / "summary.md").is_file() and (results / "figures" / "main.png").is_file()
+    prov = json.loads(next((results / "adapters").glob("anchor_*/provenance.json")).read_text())
+    assert prov["runtime"] == "cpu+float32"
