@@ -60,7 +60,8 @@ def generation_records(backbone: bb.Backbone, runtime: bb.Runtime, retrieved: li
             "locked_tokens": result.locked, "anchor_truncated": result.anchor_truncated,
             "generated_text": tok.decode(result.slot_ids, skip_special_tokens=True),
             "post_anchor_text": tok.decode(tail, skip_special_tokens=True),
-            "post_anchor_tokens": len(tail), "forward_passes": result.forward_passes,
+            "post_anchor_tokens": len(tail), "ended": end_id in result.slot_ids[result.locked:],
+            "forward_passes": result.forward_passes,
             "sampler": settings.record(), "seed": settings.seed,
         })
     return records

@@ -5,7 +5,7 @@ localrules:
     headline,
 
 
-ANALYSIS_CODE = code_digest("metric", "tables", "bootstrap", "io", "provenance")
+ANALYSIS_CODE = code_digest("metric", "quality", "tables", "bootstrap", "io", "provenance")
 
 
 rule aggregate:
@@ -57,8 +57,10 @@ rule statistics:
         "results/tables/generations.parquet",
     output:
         "results/stats/comparisons.parquet",
+        "results/stats/content_comparisons.parquet",
     params:
         kind="comparisons",
+        metrics=as_json(["overlap", "content_overlap"]),
         settings=statistics_settings("comparisons"),
         code=ANALYSIS_CODE,
     log:
@@ -81,6 +83,7 @@ rule statistics_sweep:
         "results/stats/sweep.parquet",
     params:
         kind="sweep",
+        metrics=as_json(["overlap"]),
         settings=statistics_settings("sweep"),
         code=ANALYSIS_CODE,
     log:
@@ -99,6 +102,7 @@ rule statistics_sweep:
 rule headline:
     input:
         comparisons="results/stats/comparisons.parquet",
+        content="results/stats/content_comparisons.parquet",
         sweep="results/stats/sweep.parquet",
     output:
         report(

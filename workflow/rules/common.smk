@@ -96,7 +96,7 @@ def corpus_files():
 
 def statistics_settings(kind):
     stats = config["statistics"]
-    settings = {k: stats[k] for k in ("resamples", "confidence", "seed")}
+    settings = {k: stats[k] for k in ("resamples", "permutations", "confidence", "seed")}
     if kind == "comparisons":
         settings["comparisons"] = stats["comparisons"]
     else:
