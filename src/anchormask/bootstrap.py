@@ -197,11 +197,11 @@ def holm(p: Sequence[float]) -> np.ndarray:
 
 def paired_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int, confidence: float,
                      rng: np.random.Generator) -> dict[str, float]:
-    """One paired comparison of per-query values ``a[i]`` vs ``b[i]``; scalars keyed by ``RESULT_KEYS``."""
+    """One paired comparison: per-query values ``a[i]`` vs ``b[i]``, or (S seeds, n queries) grids; scalars."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
-    if a.ndim != 1 or a.shape != b.shape:
-        raise ValueError(f"a and b must be 1-d of equal length, got {a.shape} and {b.shape}")
+    if a.ndim not in (1, 2) or a.shape != b.shape:
+        raise ValueError(f"a and b must be (n,) or (S, n) of equal shape, got {a.shape} and {b.shape}")
     out = paired_bootstrap_batch(a[None, :], b[None, :], resamples, confidence, rng)
     return {k: (int(v[0]) if k in ("n", "seeds", "zero_b_resamples") else float(v[0])) for k, v in out.items()}
 
