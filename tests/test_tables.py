@@ -74,6 +74,14 @@ def test_scores_each_record_against_its_own_domain(tmp_path, gen_file):
     assert got[("astro-q1", "random")] == (0.25, 4, False)
     assert got[("astro-q1", "base")] == (1.0, 2, False)
     assert list(df.columns) == tables.GENERATIONS_SCHEMA.names
+    rows = df.set_index(["query_id", "arm"])
+    repeated = rows.loc[("astro-q1", "base")]   # "jupiter jupiter"
+    assert (repeated["distinct_1"], repeated["distinct_2"], repeated["adjacent_repeats"]) == (0.5, 1.0, 1.0)
+    assert repeated["content_words"] == 2 and repeated["content_overlap"] == 1.0 and repeated["ended"]
+    random = rows.loc[("geo-q1", "random")]     # "mars is the largest planet": content mars, largest, planet
+    assert random["content_words"] == 3 and random["content_overlap"] == 0.0 and random["overlap"] == 0.4
+    empty = rows.loc[("geo-q1", "base")]
+    assert not empty["ended"] and empty["content_overlap"] == 0.0 and np.isnan(empty["distinct_1"])
 
 
 def test_rows_sorted_whatever_the_input_order(tmp_path):
