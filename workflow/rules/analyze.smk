@@ -3,6 +3,7 @@
 
 localrules:
     headline,
+    samples,
 
 
 ANALYSIS_CODE = code_digest("metric", "quality", "tables", "bootstrap", "io", "provenance")
@@ -108,7 +109,7 @@ rule headline:
         report(
             "results/tables/headline.md",
             caption="../report/headline.rst",
-            category="Headline",
+            category="1. Headline",
         ),
     params:
         base=as_json({"path": BASE["path"], "sha256": BASE["sha256"]}),
@@ -124,3 +125,29 @@ rule headline:
         ENV
     script:
         "../scripts/headline.py"
+
+
+rule samples:
+    input:
+        generations="results/generations/all.jsonl",
+        table="results/tables/generations.parquet",
+    output:
+        report(
+            "results/tables/samples.md",
+            caption="../report/samples.rst",
+            category="2. Samples",
+        ),
+    params:
+        settings=as_json({"arms": ARMS, "domains": DOMAINS, "per_domain": 2}),
+        code=code_digest("samples", "tables", "metric", "quality", "io", "provenance"),
+    log:
+        "results/logs/samples.log",
+    benchmark:
+        "results/benchmarks/samples.tsv"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    conda:
+        ENV
+    script:
+        "../scripts/samples.py"

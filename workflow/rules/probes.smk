@@ -52,7 +52,7 @@ rule probe_attention:
         png=report(
             "results/probes/attention.png",
             caption="../report/probe_attention.rst",
-            category="Probes",
+            category="5. Probes",
         ),
     params:
         arms=as_json(ATTENTION_SPECS),
@@ -84,7 +84,7 @@ rule probe_lora:
         png=report(
             "results/probes/lora_norms.png",
             caption="../report/probe_lora.rst",
-            category="Probes",
+            category="5. Probes",
         ),
     params:
         adapters=as_json(LORA_SPECS),
@@ -141,7 +141,7 @@ rule probe_maskcount:
         png=report(
             "results/probes/maskcount.png",
             caption="../report/probe_maskcount.rst",
-            category="Probes",
+            category="5. Probes",
         ),
     params:
         files=as_json([[a, k] for a, k in MASKCOUNT_RUNS]),
@@ -172,7 +172,7 @@ rule probe_summary:
         report(
             "results/probes/summary.md",
             caption="../report/probe_summary.rst",
-            category="Probes",
+            category="5. Probes",
         ),
     params:
         arms=as_json(config["arms"]),
