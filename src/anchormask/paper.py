@@ -49,7 +49,7 @@ def caption_html(template: str, figure: str) -> str:
 
     wildcards = SimpleNamespace(figure=figure)
     text = jinja2.Template(template).render(snakemake=SimpleNamespace(wildcards=wildcards))
-    return publish_parts(text, writer_name="html")["body"]
+    return publish_parts(text, writer="html")["body"]
 
 
 def figure_html(png: str | Path, caption: str) -> str:
