@@ -206,12 +206,25 @@ def test_headline_markdown_lists_ours_beside_the_report():
     assert cells[12] == "1.67x [1.51, 1.85], P(a>b) = 1.000, N = 48"
     assert "(Holm over m = 2)" in text and "| heldout_anchor_vs_random_content |" in text
     assert text.index("corpus_overlap (Holm") < text.index("content-word overlap (Holm") < text.index("## Sweep")
+    assert "Per training seed" not in text  # one seed: nothing to break down
     base_row = next(l for l in lines if l.startswith("| heldout_anchor_vs_base "))
     assert "infx [inf, inf]" in base_row and base_row.rstrip().endswith("| — |")
     sweep_rows = [l for l in lines if l.startswith("| 72 |")]
     assert len(sweep_rows) == 2 and "1.97-2.19x at 100 steps" in sweep_rows[0]
     assert "`data/base`" in text and "418e" + "0" * 60 in text
     assert "resamples 500" in text and "seed 3" in text
+
+
+def test_headline_shows_each_seed_beside_the_pooled_value():
+    df = pd.DataFrame([dict(query_id=f"q{q}", domain="astro", split="held_out", arm=arm, train_seed=seed,
+                            overlap=(0.2 + 0.1 * (seed - 42)) * (2 if arm == "anchor" else 1))
+                       for q in range(4) for seed in (42, 43) for arm in ("anchor", "random")])
+    comps = [{"name": "h", "a": "anchor", "b": "random", "split": "held_out"}]
+    stats = bootstrap.run_comparisons(df, comps, 200, 0.95, 1)
+    _, sweep = stats_frames()
+    text = tables.headline_markdown(stats, sweep, "base", stats, bootstrap.per_seed(df, comps))
+    assert "| h | 2.00x [2.00, 2.00] | 42: 2.00x, 43: 2.00x | +0.200, +0.300 |" in text
+    assert "| h | split=held_out | anchor | random | 4 × 2 seeds |" in text
 
 
 # --------------------------------------------------------------------------- thin scripts
@@ -273,8 +286,10 @@ def test_scripts_aggregate_statistics_headline(tmp_path, gen_file):
     assert tables.read_parquet(sweep_stats).loc[0, "report"] == "2x"
 
     headline = tmp_path / "tables" / "headline.md"
-    run_script("headline.py", input=Named(comparisons=str(comps), sweep=str(sweep_stats), content=str(content)),
-               output=Named([str(headline)]), params=Named(base=canonical_json({"path": "data/base", "sha256": "abc"})),
+    run_script("headline.py", input=Named(comparisons=str(comps), sweep=str(sweep_stats), content=str(content),
+                                          generations=str(table)),
+               output=Named([str(headline)]), params=Named(base=canonical_json({"path": "data/base", "sha256": "abc"}),
+                                                           comparisons=canonical_json(settings["comparisons"])),
                log=Named([str(tmp_path / "headline.log")]))
     text = headline.read_text()
     assert "| h | split=held_out | anchor | random | 1 |" in text and "sha256 `abc`" in text

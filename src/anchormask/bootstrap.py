@@ -250,8 +250,8 @@ def per_query(df: pd.DataFrame, value: str = "overlap") -> pd.DataFrame:
     return out.drop(columns=["domains", "splits"])
 
 
-def seed_grids(df: pd.DataFrame, value: str) -> dict[str, np.ndarray]:
-    """Arm -> (S training seeds x n queries) grid of ``value``: seeds ascending, queries by id.
+def seed_grids(df: pd.DataFrame, value: str) -> dict[str, tuple[list[int | None], np.ndarray]]:
+    """Arm -> (its training seeds, ascending; its (S seeds x n queries) grid of ``value``, queries by id).
 
     A row without a training seed (the base arm) is one seed. Every seed of an arm must answer the
     same queries: the two-level bootstrap resamples a complete grid.
@@ -269,7 +269,8 @@ def seed_grids(df: pd.DataFrame, value: str) -> dict[str, np.ndarray]:
         if block.isna().any().any():
             raise InputError(f"arm {arm!r}: its training seeds answered different queries; the two-level "
                              "bootstrap needs every seed on every query")
-        grids[arm] = block.to_numpy(dtype=np.float64)
+        seeds = [None if int(sd) == -1 else int(sd) for sd in block.index.get_level_values("_seed")]
+        grids[arm] = (seeds, block.to_numpy(dtype=np.float64))
     return grids
 
 
@@ -307,7 +308,9 @@ class _PerQueryIndex:
         pq = per_query(df, value)
         self.columns = {c: pq[c].to_numpy() for c in ("arm", "query_id", "split", "domain")}
         self.runs = pq["runs"].to_numpy()
-        self.grids = seed_grids(df, value)
+        self.seeds, self.grids = {}, {}
+        for arm, (seeds, grid) in seed_grids(df, value).items():
+            self.seeds[arm], self.grids[arm] = seeds, grid
         self.first_row = {arm: int(np.flatnonzero(self.columns["arm"] == arm)[0]) for arm in self.grids}
 
     def arm(self, name: str, arm: str, column: str, value: str) -> ArmValues:
@@ -414,6 +417,28 @@ def run_comparisons(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[
                      "runs_a": int(va.runs.max()), "runs_b": int(vb.runs.max()), "report": comp.get("report")})
     rows = _rows(jobs, ("name", "selector", "a", "b"), _settings(value, resamples, confidence, seed, permutations))
     return _frame(rows, COMPARISON_COLUMNS)
+
+
+def per_seed(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, Any]],
+             value: str = "overlap") -> pd.DataFrame:
+    """Each comparison's point values per training-seed index (no resampling): what the pooled value hides.
+
+    One row per (comparison, seed index): ``seed_a``/``seed_b`` (None for the base arm), ``mean_a``,
+    ``mean_b``, ``ratio``, ``diff`` over the comparison's queries, paired as the bootstrap pairs them.
+    """
+    index = _PerQueryIndex(generations_df, value)
+    rows = []
+    for comp in comparisons:
+        column, selected = _selector(comp)
+        va, vb = index.pair(comp["name"], comp["a"], comp["b"], column, selected)
+        a, b = _seed_aligned([va.values, vb.values], [comp["name"]] * 2)
+        seeds_a, seeds_b = (index.seeds[arm] * (len(a) // len(index.seeds[arm])) for arm in (comp["a"], comp["b"]))
+        for i in range(len(a)):
+            mean_a, mean_b = a[i].mean(), b[i].mean()
+            rows.append({"name": comp["name"], "seed_a": seeds_a[i], "seed_b": seeds_b[i], "mean_a": mean_a,
+                         "mean_b": mean_b, "ratio": _safe_ratio(mean_a, mean_b), "diff": mean_a - mean_b})
+    out = pd.DataFrame(rows, columns=["name", "seed_a", "seed_b", "mean_a", "mean_b", "ratio", "diff"])
+    return out.astype({"seed_a": "Int64", "seed_b": "Int64"})
 
 
 def run_sweep(sweep_df: pd.DataFrame, resamples: int, confidence: float, seed: int,

@@ -292,10 +292,26 @@ def _family(df: pd.DataFrame) -> str:
     return f"m = {int(df['family'].iloc[0])}" if len(df) else "m = 0"
 
 
+def _per_seed_table(comparisons_df: pd.DataFrame, per_seed_df: pd.DataFrame) -> list[str]:
+    """Each comparison's pooled ratio beside its ratio and difference per training seed."""
+    lines = ["## Per training seed (corpus_overlap)", "",
+             "Each comparison's value with one training seed at a time (seed of a, paired by index): the spread "
+             "the two-level interval above includes.", "",
+             "| comparison | a/b pooled [CI] | a/b per seed | a−b per seed |", "|---|---|---|---|"]
+    for row in comparisons_df.to_dict("records"):
+        seeds = per_seed_df[per_seed_df["name"] == row["name"]].to_dict("records")
+        ratios = ", ".join(f"{s['seed_a'] if s['seed_a'] is not pd.NA else '-'}: {_num(s['ratio'], '.2f')}x"
+                           for s in seeds)
+        diffs = ", ".join(f"{_num(s['diff'], '+.3f')}" for s in seeds)
+        lines.append(f"| {row['name']} | {_ratio(row)} | {ratios} | {diffs} |")
+    return lines + [""]
+
+
 def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
-                      base_description: Mapping[str, Any] | str, content_df: pd.DataFrame) -> str:
-    """The headline tables: comparisons (the report's figures beside ours), the same comparisons on
-    content-word overlap, then the sweep."""
+                      base_description: Mapping[str, Any] | str, content_df: pd.DataFrame,
+                      per_seed_df: pd.DataFrame | None = None) -> str:
+    """The headline tables: comparisons (the report's figures beside ours), per training seed when
+    there are several (``bootstrap.per_seed``), the same comparisons on content-word overlap, the sweep."""
     if isinstance(base_description, Mapping):
         base = f"`{base_description.get('path')}` (sha256 `{base_description.get('sha256')}`)"
     else:
@@ -309,6 +325,8 @@ def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
              "its Holm adjustment over the m comparisons of its table.", "",
              f"## Comparisons: corpus_overlap (Holm over {_family(comparisons_df)})", "",
              *_comparison_table(comparisons_df), "",
+             *(_per_seed_table(comparisons_df, per_seed_df) if per_seed_df is not None and max(seeds, default=1) > 1
+               else []),
              f"## The same comparisons on content-word overlap (Holm over {_family(content_df)})", "",
              "corpus_overlap counted over content words only (stop words removed from the text and the "
              "vocabulary): an advantage that vanishes here is carried by function words.", "",

@@ -105,6 +105,7 @@ rule headline:
         comparisons="results/stats/comparisons.parquet",
         content="results/stats/content_comparisons.parquet",
         sweep="results/stats/sweep.parquet",
+        generations="results/tables/generations.parquet",
     output:
         report(
             "results/tables/headline.md",
@@ -113,6 +114,7 @@ rule headline:
         ),
     params:
         base=as_json({"path": BASE["path"], "sha256": BASE["sha256"]}),
+        comparisons=as_json(config["statistics"]["comparisons"]),
         code=ANALYSIS_CODE,
     log:
         "results/logs/headline.log",
