@@ -22,17 +22,26 @@ from types import SimpleNamespace
 
 from markdown_it import MarkdownIt
 
+# Snakemake's landing view puts the description in a narrow column beside the rule graph and centres
+# it vertically, which cuts off the top of a long page: widen it, stack the graph below, start at the top.
 STYLE = """<style>
-.am-paper { max-width: 1300px; font-size: 14px; line-height: 1.45; }
+div.h-screen:has(.am-paper) { align-items: flex-start; justify-content: flex-start; }
+div.items-start:has(.am-paper) { flex-direction: column; min-width: 0; max-width: 100%; }
+div.items-start:has(.am-paper) > div { min-width: 0; max-width: 100%; }
+.prose:has(.am-paper) { max-width: 1300px; }
+.am-paper { max-width: 100%; font-size: 14px; line-height: 1.45; }
 .am-paper section { margin: 1.5em 0 2.5em; }
 .am-paper .am-scroll { overflow-x: auto; }
 .am-paper table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 12px; }
-.am-paper th, .am-paper td { border: 1px solid #ccc; padding: 3px 6px; vertical-align: top; }
+.am-paper th, .am-paper td { border: 1px solid #ccc; padding: 3px 6px; vertical-align: top; white-space: nowrap; }
+.am-paper #headline td:last-child { white-space: normal; min-width: 14em; }
+.am-paper #samples td:nth-child(2) { white-space: normal; min-width: 26em; }
 .am-paper th { background: #f2f2f2; }
 .am-paper figure { margin: 1em 0 2em; }
 .am-paper figure img { max-width: 100%; border: 1px solid #eee; }
 .am-paper figcaption { font-size: 13px; color: #333; max-width: 1000px; }
 .am-paper .am-missing { color: #8a5a00; background: #fff6e0; padding: 0.5em 1em; }
+.am-paper code::before, .am-paper code::after { content: none; }
 </style>"""
 
 
@@ -63,8 +72,9 @@ def _section(anchor: str, title: str, body: str) -> str:
 
 
 def _demote(markdown: str) -> str:
-    """Markdown headings two levels down, so a file's own title (h1) sits under its section's h2."""
-    return "\n".join("##" + line if line.startswith("#") else line for line in markdown.splitlines())
+    """A file's title (h1) gives way to its section's h2; its other headings move one level down."""
+    lines = markdown.splitlines()
+    return "\n".join("#" + line if line.startswith("##") else line for line in lines if not line.startswith("# "))
 
 
 def paper_html(headline: str, samples: str, figures: Sequence[tuple[str, str | Path]], figure_caption: str,
