@@ -67,6 +67,8 @@ RESULT_KEYS = ("n", "seeds", "mean_a", "mean_b", "ratio", "ratio_lo", "ratio_hi"
                "p_a_gt_b", "zero_b_resamples", "p_perm", "perm_exact")
 #: Up to this many queries the sign-flip test enumerates all 2^n patterns (65,536 at 16).
 EXACT_MAX_QUERIES = 16
+#: ``query_set_rng`` stream of the sign-flip patterns (the bootstrap uses the plain Generator).
+PERMUTATION_STREAM = 1
 
 
 # --------------------------------------------------------------------------- core numerics
@@ -133,7 +135,7 @@ def paired_bootstrap_batch(a: np.ndarray, b: np.ndarray, resamples: int, confide
     ``a`` and ``b`` are (m, n) per-query values or (m, S, n) seed x query grids: row i holds
     comparison i's two arms, aligned by query (and seed index). One resample draw from ``rng``
     is shared by all rows and both arms. Returns a dict of length-m arrays keyed by ``RESULT_KEYS``
-    (``p_perm`` excepted: ``sign_flip_pvalues``).
+    but ``p_perm`` and ``perm_exact`` (``sign_flip_pvalues`` gives those).
     """
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
@@ -225,9 +227,6 @@ def query_set_rng(seed: int, query_ids: Sequence[str], stream: int | None = None
     key = int.from_bytes(hashlib.sha256(text.encode("ascii")).digest()[:8], "big")
     entropy = [int(seed), key] + ([] if stream is None else [int(stream)])
     return np.random.default_rng(np.random.SeedSequence(entropy))
-
-
-PERMUTATION_STREAM = 1
 
 
 # --------------------------------------------------------------------------- per-query values
