@@ -18,7 +18,7 @@ _UNKNOWN_ARMS = [a for a in ATTENTION_ARMS if a not in ARMS]
 if _UNKNOWN_ARMS:
     raise ValueError(f"config.yaml: probes.attention_arms: unknown arm(s) {', '.join(_UNKNOWN_ARMS)}; "
                      f"arms: {', '.join(ARMS)}")
-PROBE_CODE = ("probes", "tables", "metric", "checksum", "io")
+PROBE_CODE = ("probes", "tables", "metric", "quality", "checksum", "io")
 PROBE_FILES = {
     "comparisons": "results/stats/comparisons.parquet",
     "attention": "results/probes/attention.parquet",
