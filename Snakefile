@@ -10,6 +10,9 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 wildcard_constraints:
     strategy="anchor|random|reverse",
@@ -28,6 +31,7 @@ include: "workflow/rules/generate.smk"
 include: "workflow/rules/analyze.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/probes.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:

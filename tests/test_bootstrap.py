@@ -1,3 +1,4 @@
+import itertools
 import warnings
 
 import numpy as np
@@ -101,7 +102,7 @@ def test_batch_shares_indices_and_equals_single_calls():
     batch = bootstrap.paired_bootstrap_batch(a, b, 1000, 0.95, rng(51))
     for i in range(3):
         single = bootstrap.paired_bootstrap(a[i], b[i], 1000, 0.95, rng(51))
-        for key in bootstrap.RESULT_KEYS:
+        for key in single:
             assert batch[key][i] == pytest.approx(single[key], rel=1e-12, abs=1e-15), key
 
 
@@ -157,8 +158,10 @@ def test_run_comparisons_pairs_queries_and_averages_seeds():
     expected_a = held[held["arm"] == "anchor"].groupby("query_id")["overlap"].mean().mean()
     row = out.set_index("name").loc["heldout"]
     assert row["mean_a"] == pytest.approx(expected_a)
-    # per query: anchor - random = shift + 2 * mean(noise) = 0.1 + 0.01 exactly, every query
-    assert row["diff_lo"] == pytest.approx(0.11) and row["diff_hi"] == pytest.approx(0.11)
+    # anchor - random = shift + 2 * noise on every query: 0.10 with seed 42, 0.12 with seed 43. Seeds are
+    # resampled too, so the interval spans the seed difference (a resample draws seed 42 twice w.p. 1/4).
+    assert row["diff"] == pytest.approx(0.11) and row["seeds"] == 2
+    assert row["diff_lo"] == pytest.approx(0.10) and row["diff_hi"] == pytest.approx(0.12)
     assert row["p_a_gt_b"] == 1.0
     assert row["report"] == "1.67x" and out.set_index("name").loc["indomain", "report"] is None
     assert set(out["selector"]) == {"split=held_out", "split=in_domain", "domain=astro"}
@@ -173,7 +176,9 @@ def test_run_comparisons_is_seeded_and_independent_of_other_comparisons():
     other_seed = bootstrap.run_comparisons(df, COMPARISONS, 1000, 0.95, 6)
     assert not np.allclose(one["diff_lo"], other_seed["diff_lo"])
     alone = bootstrap.run_comparisons(df, [COMPARISONS[2]], 1000, 0.95, 5)
-    pd.testing.assert_series_equal(alone.iloc[0], one.iloc[2], check_names=False)
+    own = [c for c in one.columns if c not in ("p_holm", "family")]  # Holm depends on the family, by design
+    pd.testing.assert_series_equal(alone.iloc[0][own], one.iloc[2][own], check_names=False)
+    assert alone.loc[0, "family"] == 1 and one.loc[2, "family"] == 4
 
 
 def test_query_sets_must_match():
@@ -221,3 +226,136 @@ def test_run_sweep_needs_both_strategies():
     df = df[~((df["strategy"] == "random") & (df["train_steps"] == 1000) & (df["train_size"] == 72))]
     with pytest.raises(InputError, match="72x1000: expected one 'random' arm"):
         bootstrap.run_sweep(df, 100, 0.95, 1)
+
+
+# --------------------------------------------------------------------------- two levels: seeds and queries
+
+# run_comparisons on a one-seed table, computed by the code before seeds were resampled (commit 07166d4),
+# as float.hex: with one training seed the two-level bootstrap must give these numbers bit for bit.
+ONE_SEED_BEFORE = {
+    'heldout': {"mean_a": "0x1.3ad6180dcc5b4p-2", "mean_b": "0x1.2907d64ef7115p-2", "ratio": "0x1.0f5898f9d74b1p+0", "ratio_lo": "0x1.c399376c43d4dp-1", "ratio_hi": "0x1.3ee0fff9a672fp+0", "diff": "0x1.1ce41bed549f4p-6", "diff_lo": "-0x1.b54d3ca29dc8dp-6", "diff_hi": "0x1.271e54d218230p-4", "p_a_gt_b": "0x1.6872b020c49bap-1"},  # noqa: E501
+    'indomain': {"mean_a": "0x1.56bb4941cbd68p-2", "mean_b": "0x1.4db0ba40fdabap-2", "ratio": "0x1.06efade0c2212p+0", "ratio_lo": "0x1.aede2f9676e65p-1", "ratio_hi": "0x1.301d401ed8461p+0", "diff": "0x1.2151e019c55c6p-7", "diff_lo": "-0x1.d3121388fb172p-5", "diff_hi": "0x1.140b3008a15e0p-4", "p_a_gt_b": "0x1.3851eb851eb85p-1"},  # noqa: E501
+    'astro': {"mean_a": "0x1.4fed01fd0d75ep-2", "mean_b": "0x1.661ad035ee7b3p-2", "ratio": "0x1.e04a295793108p-1", "ratio_lo": "0x1.5c8a19597a3d5p-1", "ratio_hi": "0x1.0523979d74197p+0", "diff": "-0x1.62dce38e10549p-6", "diff_lo": "-0x1.e07319ecfabb0p-5", "diff_hi": "0x1.20be69b121ce0p-7", "p_a_gt_b": "0x1.8d4fdf3b645a2p-3"},  # noqa: E501
+    'vs_base': {"mean_a": "0x1.3ad6180dcc5b4p-2", "mean_b": "0x1.2907d64ef7115p-3", "ratio": "0x1.0f5898f9d74b1p+1", "ratio_lo": "0x1.c399376c43d4dp+0", "ratio_hi": "0x1.3ee0fff9a672fp+1", "diff": "0x1.4ca459cca1a54p-3", "diff_lo": "0x1.76f61905b5d3dp-4", "diff_hi": "0x1.d4e8a830103afp-3", "p_a_gt_b": "0x1.0000000000000p+0"},  # noqa: E501
+}
+
+
+def test_one_seed_gives_the_one_level_numbers_bit_for_bit():
+    df = table(seeds=(42,), shift=0.02)
+    anchor = df["arm"] == "anchor"
+    df.loc[anchor, "overlap"] += np.random.default_rng(3).normal(0, 0.05, anchor.sum())
+    out = bootstrap.run_comparisons(df, COMPARISONS, 500, 0.95, 2026)
+    assert (out["seeds"] == 1).all()
+    got = {r["name"]: {k: float(r[k]).hex() for k in ONE_SEED_BEFORE["heldout"]} for r in out.to_dict("records")}
+    assert got == ONE_SEED_BEFORE
+
+
+def test_two_level_resampling_matches_its_hand_computed_distribution():
+    # x[s, q] = 2s + q on 2 seeds x 2 queries. A resample's mean is 2 * (mean of 2 drawn seeds) + (mean of 2
+    # drawn queries); each mean is 0, 1/2, 1 with probability 1/4, 1/2, 1/4. So the resampled mean is 0 and
+    # 3 with probability 1/16 each (both percentile ends of a 95% interval: 1/16 > 2.5%), 1.5 with 1/4 (1 + 1/2),
+    # its variance 4/8 + 1/8 = 5/8, and P(mean > 0) = 15/16.
+    grid = np.array([[[0.0, 1.0], [2.0, 3.0]]])
+    counts = bootstrap._resampled_means(grid, 100_000, rng(7))[0]
+    assert np.mean(counts == 0.0) == pytest.approx(1 / 16, abs=0.004)
+    assert np.mean(counts == 3.0) == pytest.approx(1 / 16, abs=0.004)
+    assert np.mean(counts == 1.5) == pytest.approx(1 / 4, abs=0.006)
+    assert counts.var() == pytest.approx(5 / 8, rel=0.02)
+    out = bootstrap.paired_bootstrap(grid[0], np.zeros((2, 2)), 20_000, 0.95, rng(8))
+    assert out["seeds"] == 2 and out["diff"] == 1.5
+    assert out["diff_lo"] == 0.0 and out["diff_hi"] == 3.0
+    assert out["p_a_gt_b"] == pytest.approx(15 / 16, abs=0.006)
+
+
+def test_arms_pair_by_seed_index_and_a_seedless_arm_repeats():
+    # anchor - random is +0.1 on seed 42 and -0.1 on seed 43 for every query: only the seeds vary.
+    rows = []
+    for q in range(6):
+        for seed, sign in ((42, 1), (43, -1)):
+            rows += [dict(query_id=f"q{q}", domain="astro", split="held_out", arm="random", train_seed=seed, overlap=0.3),
+                     dict(query_id=f"q{q}", domain="astro", split="held_out", arm="anchor", train_seed=seed,
+                          overlap=0.3 + 0.1 * sign)]
+        rows.append(dict(query_id=f"q{q}", domain="astro", split="held_out", arm="base", train_seed=None, overlap=0.3))
+    comps = [{"name": "ar", "a": "anchor", "b": "random", "split": "held_out"},
+             {"name": "ab", "a": "anchor", "b": "base", "split": "held_out"}]
+    out = bootstrap.run_comparisons(pd.DataFrame(rows), comps, 4000, 0.95, 1).set_index("name")
+    for name in ("ar", "ab"):  # the base's one row stands for every drawn seed: same numbers as random
+        assert out.loc[name, "seeds"] == 2 and out.loc[name, "diff"] == pytest.approx(0.0, abs=1e-15)
+        assert out.loc[name, "diff_lo"] == pytest.approx(-0.1) and out.loc[name, "diff_hi"] == pytest.approx(0.1)
+    # Averaging the seeds first (the one-level scheme) would have given a zero-width interval.
+
+
+def test_unequal_seed_counts_and_incomplete_grids_are_errors():
+    df = table(seeds=(42, 43))
+    three = table(seeds=(42, 43, 44))
+    mixed = pd.concat([df[df["arm"] != "anchor"], three[three["arm"] == "anchor"]])
+    with pytest.raises(InputError, match="training seeds where the other arms of its query set have"):
+        bootstrap.run_comparisons(mixed, COMPARISONS[:1], 100, 0.95, 0)
+    holed = df.drop(df[(df["arm"] == "anchor") & (df["train_seed"] == 43) & (df["query_id"] == "astro-q05")].index)
+    with pytest.raises(InputError, match="arm 'anchor': its training seeds answered different queries"):
+        bootstrap.run_comparisons(holed, COMPARISONS[:1], 100, 0.95, 0)
+
+
+def _coverage(seeds, queries, sd_seed, sd_query, sd_cell, reps, gen):
+    """Share of 95% intervals of the mean difference that contain its true value: (two-level, one-level)."""
+    truth, hits = 0.05, np.zeros(2)
+    for _ in range(reps):
+        d = (truth + gen.normal(0, sd_seed, (seeds, 1)) + gen.normal(0, sd_query, (1, queries))
+             + gen.normal(0, sd_cell, (seeds, queries)))
+        for i, values in enumerate((d[None], d.mean(axis=0)[None])):
+            out = bootstrap.paired_bootstrap_batch(values, np.zeros_like(values), 1000, 0.95, gen)
+            hits[i] += out["diff_lo"][0] <= truth <= out["diff_hi"][0]
+    return hits / reps
+
+
+def test_two_level_interval_covers_the_seed_variance():
+    # Known variance components: training seed (sd 0.1), query (0.1), seed x query (0.05); 20 seeds x 30
+    # queries, 1000 simulated studies. The seed term dominates the variance of the mean, so an interval
+    # over queries alone (seeds averaged first) misses it, while the two-level one covers near 95%.
+    two_level, one_level = _coverage(20, 30, 0.1, 0.1, 0.05, 1000, rng(2026))
+    assert 0.925 <= two_level <= 0.975, two_level
+    assert one_level < 0.8, one_level
+
+
+# --------------------------------------------------------------------------- permutation test and Holm
+
+def test_sign_flip_p_value_equals_exact_enumeration():
+    d = np.array([0.3, -0.1, 0.25, 0.05, 0.2, -0.05])
+    observed = abs(d.sum())
+    extreme = sum(abs(np.dot(signs, d)) >= observed - 1e-12
+                  for signs in itertools.product((1, -1), repeat=len(d)))
+    p, exact = bootstrap.sign_flip_pvalues(d, 100, rng())
+    assert exact and p[0] == extreme / 2 ** len(d)
+    # By hand: flipping a set F gives sum 0.65 - 2 sum(F), as extreme iff sum(F) <= 0 or sum(F) >= 0.65. sum(F) <= 0:
+    # F = {} and, for each of the 3 non-empty subsets of {-0.1, -0.05}, F with none of the positives or with +0.05
+    # (7 sets); their 7 complements give sum(F) >= 0.65. So p = 14/64.
+    assert p[0] == 14 / 64
+
+
+def test_sign_flip_monte_carlo_approaches_the_exact_value_and_is_seeded():
+    gen = rng(5)
+    d = gen.normal(0.05, 0.2, size=bootstrap.EXACT_MAX_QUERIES + 4)
+    first, exact = bootstrap.sign_flip_pvalues(d, 20_000, rng(6))
+    again, _ = bootstrap.sign_flip_pvalues(d, 20_000, rng(6))
+    assert not exact and first[0] == again[0]
+    n = len(d)
+    signs = 1 - 2 * ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1)
+    truth = np.mean(np.abs(signs @ d) >= abs(d.sum()) * (1 - 1e-9))
+    assert first[0] == pytest.approx(truth, abs=4 * np.sqrt(truth * (1 - truth) / 20_000) + 1e-4)
+    zero, _ = bootstrap.sign_flip_pvalues(np.zeros((1, 3)), 10, rng())
+    assert zero[0] == 1.0
+
+
+def test_holm_against_a_hand_computed_case():
+    # sorted: 0.005 * 4 = 0.02; 0.01 * 3 = 0.03; 0.03 * 2 = 0.06; 0.04 * 1 = 0.04 -> raised to 0.06
+    assert bootstrap.holm([0.01, 0.04, 0.03, 0.005]).tolist() == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert bootstrap.holm([0.5, 0.6]).tolist() == [1.0, 1.0]
+
+
+def test_comparisons_carry_p_values_and_holm_over_their_table():
+    out = bootstrap.run_comparisons(table(), COMPARISONS, 500, 0.95, 2026)
+    assert (out["family"] == len(COMPARISONS)).all()
+    assert out["p_holm"].tolist() == pytest.approx(bootstrap.holm(out["p_perm"]).tolist())
+    # heldout: 8 queries, anchor above random on each: 2 of 2^8 patterns are as extreme
+    assert out.set_index("name").loc["heldout", "p_perm"] == 2 / 256
+    assert out["perm_exact"].all()

@@ -36,6 +36,8 @@ def test_generations_table_has_one_row_per_generation(tiny_study):
     assert len(table) == len(lines)
     assert table["overlap"].between(0, 1).all()
     assert set(table["split"]) == {"in_domain", "held_out"}
+    assert table["content_overlap"].between(0, 1).all() and table["ended"].dtype == bool
+    assert (table["content_words"] <= table["word_tokens"]).all()
 
 
 def test_headline_figures_and_report_exist(tiny_study):
@@ -44,9 +46,25 @@ def test_headline_figures_and_report_exist(tiny_study):
     for name in ("main", "sweep", "ablation"):
         assert (tiny_study / "results" / "figures" / f"{name}.pdf").stat().st_size > 1000
         assert (tiny_study / "results" / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    assert "content-word overlap (Holm over m = 13)" in headline
+    samples = (tiny_study / "results" / "tables" / "samples.md").read_text()
+    assert samples.count("\n## ") == 2 * 5 and "| random-qk |" in samples
     snakemake(tiny_study, "--configfile", "tests/configs/tiny.yaml", "--report", "results/report.html")
     html = (tiny_study / "results" / "report.html").read_text(errors="replace")
-    assert "sweep.png" in html and "headline.md" in html
+    assert "sweep.png" in html and "headline.md" in html and "samples.md" in html
+    # the landing page is the study on one page, sections in order
+    order = [html.find(t) for t in ("1. Headline results", "2. Samples", "3. Figures", "4. Base evaluation",
+                                     "5. Mechanism probes")]
+    assert -1 not in order and order == sorted(order)
+
+
+def test_statistics_samples_and_page_rebuild_byte_identical(tiny_study):
+    outputs = ["results/stats/comparisons.parquet", "results/stats/content_comparisons.parquet",
+               "results/tables/headline.md", "results/tables/samples.md", "results/report/paper.html"]
+    before = {o: (tiny_study / o).read_bytes() for o in outputs}
+    snakemake(tiny_study, "--cores", "2", "--configfile", "tests/configs/tiny.yaml", "--forcerun", "statistics",
+              "samples", "--", "results/report/paper.html")
+    assert {o: (tiny_study / o).read_bytes() for o in outputs} == before
 
 
 def test_nothing_left_to_do_and_no_temporary_leftovers(tiny_study):

@@ -23,7 +23,8 @@ def test_every_imported_dependency_is_pinned():
     pinned = pins(REPO / "envs" / "requirements.txt")
     assert pinned["torch"] == "2.13.0"
     for name in ("transformers", "peft", "snakemake", "snakemake-executor-plugin-slurm", "pandas", "pyarrow",
-                 "scipy", "matplotlib", "bm25s", "pygments", "numpy", "jsonschema", "pyyaml", "safetensors", "english-words"):
+                 "scipy", "matplotlib", "bm25s", "markdown-it-py", "pygments", "numpy", "jsonschema", "pyyaml",
+                 "safetensors", "english-words"):
         assert name in pinned, name
 
 

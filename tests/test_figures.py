@@ -30,7 +30,8 @@ def generations(n_in=5, n_out=4, domains=("astronomy", "law")):
                              train_seed=None if strategy is None else 42, statement_id="s", locked_tokens=3,
                              anchor_truncated=False, post_anchor_tokens=10, word_tokens=10,
                              overlap=float(np.clip(LEVEL[arm] + gen.normal(0, 0.05), 0, 1)), empty=False,
-                             forward_passes=16, base_sha256="ab" * 32))
+                             content_words=5, content_overlap=0.5, distinct_1=0.8, distinct_2=0.9,
+                             adjacent_repeats=0.1, ended=True, forward_passes=16, base_sha256="ab" * 32))
     return pd.DataFrame(rows)
 
 

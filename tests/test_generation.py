@@ -40,6 +40,8 @@ def test_arm_records_follow_the_schema_and_name_their_adapter(tiny_model_dir, ti
         for row in rows:
             assert row["locked_tokens"] > 0 and row["forward_passes"] == 4
             assert row["sampler"]["steps"] == 4 and row["base_sha256"] == "f" * 64
+            # ended by itself <=> the end token cut the post-anchor tail short of the slot
+            assert row["ended"] == (row["post_anchor_tokens"] < 24 - row["locked_tokens"])
         if arm == "anchor":
             assert {r["adapter_id"] for r in rows} == {"anchor_full_n6_s2_seed42"}
             assert rows[0]["train_steps"] == 2 and len(rows[0]["adapter_sha256"]) == 64

@@ -38,7 +38,7 @@ def record(query_id, domain, arm, text, *, seed=42, strategy="anchor", targets="
         "adapter_sha256": None if arm == "base" else "ab" * 32, "query": f"question {query_id}?",
         "statement_id": f"{domain}-000", "statement": "an anchor", "locked_tokens": 3, "anchor_truncated": False,
         "generated_text": "an anchor " + text, "post_anchor_text": text, "post_anchor_tokens": len(text.split()),
-        "forward_passes": 16, "sampler": {"answer_len": 48, "steps": 16}, "seed": 1234,
+        "ended": bool(text), "forward_passes": 16, "sampler": {"answer_len": 48, "steps": 16}, "seed": 1234,
         "base_sha256": "cd" * 32, "versions": {"python": "3.12"},
     }
 
@@ -74,6 +74,14 @@ def test_scores_each_record_against_its_own_domain(tmp_path, gen_file):
     assert got[("astro-q1", "random")] == (0.25, 4, False)
     assert got[("astro-q1", "base")] == (1.0, 2, False)
     assert list(df.columns) == tables.GENERATIONS_SCHEMA.names
+    rows = df.set_index(["query_id", "arm"])
+    repeated = rows.loc[("astro-q1", "base")]   # "jupiter jupiter"
+    assert (repeated["distinct_1"], repeated["distinct_2"], repeated["adjacent_repeats"]) == (0.5, 1.0, 1.0)
+    assert repeated["content_words"] == 2 and repeated["content_overlap"] == 1.0 and repeated["ended"]
+    random = rows.loc[("geo-q1", "random")]     # "mars is the largest planet": content mars, largest, planet
+    assert random["content_words"] == 3 and random["content_overlap"] == 0.0 and random["overlap"] == 0.4
+    empty = rows.loc[("geo-q1", "base")]
+    assert not empty["ended"] and empty["content_overlap"] == 0.0 and np.isnan(empty["distinct_1"])
 
 
 def test_rows_sorted_whatever_the_input_order(tmp_path):
@@ -185,7 +193,8 @@ def test_stats_parquet_byte_stable_with_explicit_schemas(tmp_path):
 
 def test_headline_markdown_lists_ours_beside_the_report():
     comps, sweep = stats_frames()
-    text = tables.headline_markdown(comps, sweep, {"path": "data/base", "sha256": "418e" + "0" * 60})
+    content = comps.assign(metric="content_overlap", name=comps["name"] + "_content")
+    text = tables.headline_markdown(comps, sweep, {"path": "data/base", "sha256": "418e" + "0" * 60}, content)
     lines = text.splitlines()
     row = next(l for l in lines if l.startswith("| heldout_anchor_vs_random "))
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -193,13 +202,29 @@ def test_headline_markdown_lists_ours_beside_the_report():
     assert cells[4] == "10"
     assert cells[7] == f"{r['ratio']:.2f}x [{r['ratio_lo']:.2f}, {r['ratio_hi']:.2f}]"
     assert cells[9] == "1.000"
-    assert cells[10] == "1.67x [1.51, 1.85], P(a>b) = 1.000, N = 48"
+    assert cells[10] == f"{r['p_perm']:.4f}" and cells[11] == f"{r['p_holm']:.4f}"
+    assert cells[12] == "1.67x [1.51, 1.85], P(a>b) = 1.000, N = 48"
+    assert "(Holm over m = 2)" in text and "| heldout_anchor_vs_random_content |" in text
+    assert text.index("corpus_overlap (Holm") < text.index("content-word overlap (Holm") < text.index("## Sweep")
+    assert "Per training seed" not in text  # one seed: nothing to break down
     base_row = next(l for l in lines if l.startswith("| heldout_anchor_vs_base "))
     assert "infx [inf, inf]" in base_row and base_row.rstrip().endswith("| — |")
     sweep_rows = [l for l in lines if l.startswith("| 72 |")]
     assert len(sweep_rows) == 2 and "1.97-2.19x at 100 steps" in sweep_rows[0]
     assert "`data/base`" in text and "418e" + "0" * 60 in text
     assert "resamples 500" in text and "seed 3" in text
+
+
+def test_headline_shows_each_seed_beside_the_pooled_value():
+    df = pd.DataFrame([dict(query_id=f"q{q}", domain="astro", split="held_out", arm=arm, train_seed=seed,
+                            overlap=(0.2 + 0.1 * (seed - 42)) * (2 if arm == "anchor" else 1))
+                       for q in range(4) for seed in (42, 43) for arm in ("anchor", "random")])
+    comps = [{"name": "h", "a": "anchor", "b": "random", "split": "held_out"}]
+    stats = bootstrap.run_comparisons(df, comps, 200, 0.95, 1)
+    _, sweep = stats_frames()
+    text = tables.headline_markdown(stats, sweep, "base", stats, bootstrap.per_seed(df, comps))
+    assert "| h | 2.00x [2.00, 2.00] | 42: 2.00x, 43: 2.00x | +0.200, +0.300 |" in text
+    assert "| h | split=held_out | anchor | random | 4 × 2 seeds |" in text
 
 
 # --------------------------------------------------------------------------- thin scripts
@@ -232,15 +257,21 @@ def test_scripts_aggregate_statistics_headline(tmp_path, gen_file):
     assert df.set_index(["query_id", "arm"]).loc[("astro-q1", "anchor"), "overlap"] == 0.75
     assert "6 generations" in (tmp_path / "agg.log").read_text()
 
-    settings = {"resamples": 200, "confidence": 0.9, "seed": 1,
+    settings = {"resamples": 200, "permutations": 100, "confidence": 0.9, "seed": 1,
                 "comparisons": [{"name": "h", "a": "anchor", "b": "random", "split": "held_out", "report": "r"}]}
     comps = tmp_path / "stats" / "comparisons.parquet"
-    run_script("statistics.py", input=Named([str(table)]), output=Named([str(comps)]),
-               params=Named(kind="comparisons", settings=canonical_json(settings)),
+    content = tmp_path / "stats" / "content_comparisons.parquet"
+    run_script("statistics.py", input=Named([str(table)]), output=Named([str(comps), str(content)]),
+               params=Named(kind="comparisons", settings=canonical_json(settings),
+                            metrics=json.dumps(["overlap", "content_overlap"])),
                log=Named([str(tmp_path / "stats.log")]))
     out = tables.read_parquet(comps)
     assert out.loc[0, "name"] == "h" and out.loc[0, "ratio"] == 3.0 and out.loc[0, "n"] == 1
     assert out.attrs["anchormask"]["settings"] == settings
+    # astro-q1: anchor "mars the planet" -> content mars, red, planet: 2/3; random "nile flows north": 0/3
+    content_out = tables.read_parquet(content)
+    assert content_out.loc[0, "metric"] == "content_overlap" and content_out.loc[0, "mean_a"] == pytest.approx(2 / 3)
+    assert content_out.loc[0, "mean_b"] == 0.0
 
     sweep_df = df.assign(arm=df["arm"].map(lambda a: f"sweep:{a}_n72_s100"), train_size=72, train_steps=100)
     sweep_df = sweep_df[sweep_df["strategy"].notna()]
@@ -248,14 +279,17 @@ def test_scripts_aggregate_statistics_headline(tmp_path, gen_file):
     tables.write_parquet(sweep_df, sweep_table, tables.GENERATIONS_SCHEMA)
     sweep_stats = tmp_path / "stats" / "sweep.parquet"
     run_script("statistics.py", input=Named([str(sweep_table)]), output=Named([str(sweep_stats)]),
-               params=Named(kind="sweep", settings=canonical_json({"resamples": 200, "confidence": 0.9, "seed": 1,
-                                                                   "sweep_report": {"72x100": "2x"}})),
+               params=Named(kind="sweep", metrics=json.dumps(["overlap"]),
+                            settings=canonical_json({"resamples": 200, "permutations": 100, "confidence": 0.9,
+                                                     "seed": 1, "sweep_report": {"72x100": "2x"}})),
                log=Named([str(tmp_path / "sweep.log")]))
     assert tables.read_parquet(sweep_stats).loc[0, "report"] == "2x"
 
     headline = tmp_path / "tables" / "headline.md"
-    run_script("headline.py", input=Named(comparisons=str(comps), sweep=str(sweep_stats)),
-               output=Named([str(headline)]), params=Named(base=canonical_json({"path": "data/base", "sha256": "abc"})),
+    run_script("headline.py", input=Named(comparisons=str(comps), sweep=str(sweep_stats), content=str(content),
+                                          generations=str(table)),
+               output=Named([str(headline)]), params=Named(base=canonical_json({"path": "data/base", "sha256": "abc"}),
+                                                           comparisons=canonical_json(settings["comparisons"])),
                log=Named([str(tmp_path / "headline.log")]))
     text = headline.read_text()
     assert "| h | split=held_out | anchor | random | 1 |" in text and "sha256 `abc`" in text

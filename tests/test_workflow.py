@@ -16,6 +16,7 @@ def test_default_dag_has_one_job_per_training_config_and_arm(repo):
     assert jobs["generate_arm"] == 8 and jobs["generate_sweep"] == 12
     assert jobs["verify_base"] == 1 and jobs["retrieve"] == 5
     assert jobs["aggregate"] == 1 and jobs["statistics"] == 1 and jobs["figure"] == 3
+    assert jobs["samples"] == 1 and jobs["paper"] == 1
 
 
 def test_sweep_figure_builds_only_what_the_sweep_needs(repo):

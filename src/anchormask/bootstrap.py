@@ -8,9 +8,27 @@ resampled statistic; ``P(a>b)`` is the fraction of resamples with mean(a) > mean
 
 Choices (our reading):
 
-* Per-query values. A query's value for an arm is its corpus_overlap averaged over the
-  arm's training seeds (``train.seeds``); with one seed it is that generation's overlap. The
-  bootstrap resamples queries, not (query, seed) pairs.
+* Training seeds (two levels). With one training seed per arm the bootstrap resamples queries
+  only, exactly as the report does. With S > 1 seeds an arm's values form an (S seeds x n
+  queries) grid and each resample draws S seed indices with replacement AND n query indices
+  with replacement (queries first, then seeds, from the same Generator); the resampled mean is
+  the mean of the grid over the drawn seeds and queries. Arms are paired by seed index (the
+  i-th smallest training seed of a with that of b, so the same data order and initialisation
+  seed meet) and by query. Why: the arms' training randomness is a second source of variance;
+  averaging over seeds first, as before, treats the S adapters as fixed and the interval
+  covers only the choice of queries. Resampling rows and columns of the crossed seed x query
+  design (McCullagh 2000, "Resampling and exchangeable arrays") keeps both main effects; it
+  slightly overstates the seed x query interaction and, with few seeds, understates the seed
+  variance by (S - 1) / S; tests/test_bootstrap.py measures its coverage. An arm without
+  training seeds (base) is one row, the same for every drawn seed.
+* Permutation p-value. Beside the interval, ``p_perm`` is the two-sided paired sign-flip
+  p-value of the mean difference: under H0 the two arms are exchangeable within a query, so
+  each query's difference (averaged over seeds) keeps or flips its sign. With n <=
+  ``EXACT_MAX_QUERIES`` every one of the 2^n sign patterns is enumerated (p = share of
+  patterns at least as extreme); otherwise ``permutations`` random patterns from a Generator
+  of their own, p = (1 + extreme) / (1 + permutations) (never 0). ``holm`` adjusts the
+  p-values of one table (``run_comparisons`` / ``run_sweep`` call) for its number of
+  comparisons, so a dozen comparisons are not read as a dozen independent findings.
 * Ties. ``P(a>b)`` counts strictly greater resampled means, computed as
   mean(a - b) > 0 over the resampled queries so that arms equal on every query give an
   exact 0 difference: ties count as "not a > b".
@@ -45,8 +63,12 @@ from anchormask.io import InputError
 
 log = logging.getLogger("anchormask.bootstrap")
 
-RESULT_KEYS = ("n", "mean_a", "mean_b", "ratio", "ratio_lo", "ratio_hi", "diff", "diff_lo", "diff_hi",
-               "p_a_gt_b", "zero_b_resamples")
+RESULT_KEYS = ("n", "seeds", "mean_a", "mean_b", "ratio", "ratio_lo", "ratio_hi", "diff", "diff_lo", "diff_hi",
+               "p_a_gt_b", "zero_b_resamples", "p_perm", "perm_exact")
+#: Up to this many queries the sign-flip test enumerates all 2^n patterns (65,536 at 16).
+EXACT_MAX_QUERIES = 16
+#: ``query_set_rng`` stream of the sign-flip patterns (the bootstrap uses the plain Generator).
+PERMUTATION_STREAM = 1
 
 
 # --------------------------------------------------------------------------- core numerics
@@ -96,36 +118,49 @@ def _safe_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.true_divide(num, den)
 
 
+def _resampled_means(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """(k, R) resampled means of k (S seeds, n queries) grids; see the module docstring."""
+    k, seeds, n = x.shape
+    counts = resample_counts(n, resamples, rng)          # (R, n)
+    if seeds == 1:  # one level: the report's bootstrap over queries, bit for bit as before seeds were resampled
+        return x[:, 0, :] @ counts.T / n
+    seed_counts = resample_counts(seeds, resamples, rng)  # (R, S)
+    return np.stack([((seed_counts @ grid) * counts).sum(axis=1) for grid in x]) / (seeds * n)
+
+
 def paired_bootstrap_batch(a: np.ndarray, b: np.ndarray, resamples: int, confidence: float,
                            rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Many paired comparisons over the same n queries at once.
+    """Many paired comparisons over the same n queries (and S training seeds) at once.
 
-    ``a`` and ``b`` are (m, n): row i holds the per-query values of comparison i's two arms,
-    columns aligned by query. One (resamples, n) index draw from ``rng`` is shared by all
-    rows and both arms. Returns a dict of length-m arrays keyed by ``RESULT_KEYS``.
+    ``a`` and ``b`` are (m, n) per-query values or (m, S, n) seed x query grids: row i holds
+    comparison i's two arms, aligned by query (and seed index). One resample draw from ``rng``
+    is shared by all rows and both arms. Returns a dict of length-m arrays keyed by ``RESULT_KEYS``
+    but ``p_perm`` and ``perm_exact`` (``sign_flip_pvalues`` gives those).
     """
-    a = np.atleast_2d(np.asarray(a, dtype=np.float64))
-    b = np.atleast_2d(np.asarray(b, dtype=np.float64))
-    if a.shape != b.shape or a.ndim != 2:
-        raise ValueError(f"a and b must have the same (m, n) shape, got {a.shape} and {b.shape}")
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.ndim == 2:
+        a, b = a[:, None, :], b[:, None, :]
+    if a.shape != b.shape or a.ndim != 3:
+        raise ValueError(f"a and b must have the same (m, n) or (m, S, n) shape, got {a.shape} and {b.shape}")
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         raise ValueError("per-query values must be finite")
-    m, n = a.shape
-    counts = resample_counts(n, resamples, rng)          # (R, n)
-    # One product for both arms and the per-query differences (so equal arms give exact zeros).
-    means_a, means_b, diffs = np.split(np.vstack([a, b, a - b]) @ counts.T / n, 3)   # each (m, R)
+    m, seeds, n = a.shape
+    # One pass for both arms and the differences (so equal arms give exact zeros).
+    means_a, means_b, diffs = np.split(_resampled_means(np.concatenate([a, b, a - b]), resamples, rng), 3)
     ratios = _safe_ratio(means_a, means_b)
-    mean_a, mean_b = a.mean(axis=1), b.mean(axis=1)
+    mean_a, mean_b = a.mean(axis=1).mean(axis=1), b.mean(axis=1).mean(axis=1)
     ratio_lo, ratio_hi = percentile_interval(ratios, confidence)
     diff_lo, diff_hi = percentile_interval(diffs, confidence)
     return {
         "n": np.full(m, n, dtype=np.int64),
+        "seeds": np.full(m, seeds, dtype=np.int64),
         "mean_a": mean_a,
         "mean_b": mean_b,
         "ratio": _safe_ratio(mean_a, mean_b),
         "ratio_lo": ratio_lo,
         "ratio_hi": ratio_hi,
-        "diff": (a - b).mean(axis=1),
+        "diff": (a - b).mean(axis=1).mean(axis=1),
         "diff_lo": diff_lo,
         "diff_hi": diff_hi,
         "p_a_gt_b": (diffs > 0).mean(axis=1),
@@ -133,15 +168,44 @@ def paired_bootstrap_batch(a: np.ndarray, b: np.ndarray, resamples: int, confide
     }
 
 
+def sign_flip_pvalues(d: np.ndarray, permutations: int, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
+    """Two-sided paired sign-flip p-values of the mean of each row of (m, n) differences; (p, exact)."""
+    d = np.atleast_2d(np.asarray(d, dtype=np.float64))
+    n = d.shape[1]
+    exact = n <= EXACT_MAX_QUERIES
+    if exact:  # every sign pattern: bit j of pattern i flips query j
+        signs = 1.0 - 2.0 * ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1)
+    else:
+        if permutations < 1:
+            raise ValueError("permutations must be >= 1")
+        signs = 1.0 - 2.0 * rng.integers(0, 2, size=(permutations, n))
+    null = np.abs(d @ signs.T)
+    observed = np.abs(d.sum(axis=1))[:, None]
+    # A pattern that reproduces |sum| sums in another order: allow its rounding, not a real difference.
+    extreme = (null >= observed * (1 - 1e-9)).sum(axis=1)
+    p = extreme / signs.shape[0] if exact else (extreme + 1) / (permutations + 1)
+    return p, exact
+
+
+def holm(p: Sequence[float]) -> np.ndarray:
+    """Holm step-down adjusted p-values, in the order given (monotone, capped at 1)."""
+    p = np.asarray(p, dtype=np.float64)
+    order = np.argsort(p, kind="stable")
+    stepped = np.maximum.accumulate((len(p) - np.arange(len(p))) * p[order])
+    adjusted = np.empty_like(p)
+    adjusted[order] = np.minimum(stepped, 1.0)
+    return adjusted
+
+
 def paired_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int, confidence: float,
                      rng: np.random.Generator) -> dict[str, float]:
-    """One paired comparison of per-query values ``a[i]`` vs ``b[i]``; scalars keyed by ``RESULT_KEYS``."""
+    """One paired comparison: per-query values ``a[i]`` vs ``b[i]``, or (S seeds, n queries) grids; scalars."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
-    if a.ndim != 1 or a.shape != b.shape:
-        raise ValueError(f"a and b must be 1-d of equal length, got {a.shape} and {b.shape}")
+    if a.ndim not in (1, 2) or a.shape != b.shape:
+        raise ValueError(f"a and b must be (n,) or (S, n) of equal shape, got {a.shape} and {b.shape}")
     out = paired_bootstrap_batch(a[None, :], b[None, :], resamples, confidence, rng)
-    return {k: (int(v[0]) if k in ("n", "zero_b_resamples") else float(v[0])) for k, v in out.items()}
+    return {k: (int(v[0]) if k in ("n", "seeds", "zero_b_resamples") else float(v[0])) for k, v in out.items()}
 
 
 def bootstrap_means(x: np.ndarray, resamples: int, confidence: float,
@@ -153,23 +217,28 @@ def bootstrap_means(x: np.ndarray, resamples: int, confidence: float,
     return x.mean(axis=1), lo, hi
 
 
-def query_set_rng(seed: int, query_ids: Sequence[str]) -> np.random.Generator:
-    """The Generator of one query set: seeded from ``seed`` and the sorted query ids."""
+def query_set_rng(seed: int, query_ids: Sequence[str], stream: int | None = None) -> np.random.Generator:
+    """The Generator of one query set: seeded from ``seed`` and the sorted query ids.
+
+    ``stream`` (e.g. ``PERMUTATION_STREAM``) gives an independent Generator for another use of the
+    same query set, so the bootstrap's draws do not depend on how many permutations are drawn.
+    """
     text = json.dumps(sorted(query_ids), separators=(",", ":"), ensure_ascii=True)
     key = int.from_bytes(hashlib.sha256(text.encode("ascii")).digest()[:8], "big")
-    return np.random.default_rng(np.random.SeedSequence([int(seed), key]))
+    entropy = [int(seed), key] + ([] if stream is None else [int(stream)])
+    return np.random.default_rng(np.random.SeedSequence(entropy))
 
 
 # --------------------------------------------------------------------------- per-query values
 
-def per_query(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (arm, query_id): overlap averaged over training seeds; ``runs`` = generations averaged."""
-    needed = {"arm", "query_id", "domain", "split", "overlap"}
+def per_query(df: pd.DataFrame, value: str = "overlap") -> pd.DataFrame:
+    """Per (arm, query_id): ``value`` averaged over training seeds; ``runs`` = generations averaged."""
+    needed = {"arm", "query_id", "domain", "split", value}
     missing = needed - set(df.columns)
     if missing:
         raise InputError(f"generations table lacks columns {sorted(missing)}")
     grouped = df.groupby(["arm", "query_id"], sort=True, dropna=False)
-    out = grouped.agg(overlap=("overlap", "mean"), runs=("overlap", "size"),
+    out = grouped.agg(**{value: (value, "mean")}, runs=(value, "size"),
                       domain=("domain", "first"), split=("split", "first"),
                       domains=("domain", "nunique"), splits=("split", "nunique")).reset_index()
     bad = out[(out["domains"] > 1) | (out["splits"] > 1)]
@@ -178,6 +247,30 @@ def per_query(df: pd.DataFrame) -> pd.DataFrame:
         raise InputError(f"query {row['query_id']!r} of arm {row['arm']!r} appears under several "
                          "domains or splits; query ids must be unique across domains")
     return out.drop(columns=["domains", "splits"])
+
+
+def seed_grids(df: pd.DataFrame, value: str) -> dict[str, tuple[list[int | None], np.ndarray]]:
+    """Arm -> (its training seeds, ascending; its (S seeds x n queries) grid of ``value``, queries by id).
+
+    A row without a training seed (the base arm) is one seed. Every seed of an arm must answer the
+    same queries: the two-level bootstrap resamples a complete grid.
+    """
+    seed = df["train_seed"] if "train_seed" in df.columns else pd.Series(pd.NA, index=df.index, dtype="Int64")
+    cells = df.assign(_seed=seed.astype("Int64").fillna(-1)).groupby(["arm", "_seed", "query_id"], sort=True)[value]
+    sizes = cells.size()
+    if (sizes > 1).any():
+        arm, train_seed, query = sizes[sizes > 1].index[0]
+        raise InputError(f"arm {arm!r}, training seed {train_seed}, query {query!r}: {int(sizes.max())} generations; "
+                         "expected one per seed and query")
+    grids = {}
+    for arm, block in cells.first().unstack("query_id").groupby(level="arm", sort=True):
+        block = block.dropna(axis=1, how="all")
+        if block.isna().any().any():
+            raise InputError(f"arm {arm!r}: its training seeds answered different queries; the two-level "
+                             "bootstrap needs every seed on every query")
+        seeds = [None if int(sd) == -1 else int(sd) for sd in block.index.get_level_values("_seed")]
+        grids[arm] = (seeds, block.to_numpy(dtype=np.float64))
+    return grids
 
 
 def _selector(comp: Mapping[str, Any]) -> tuple[str, str]:
@@ -194,10 +287,10 @@ def _selector(comp: Mapping[str, Any]) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class ArmValues:
-    """One arm's per-query values over a selection, in query-id order."""
+    """One arm's values over a selection: (S seeds, n queries), queries in id order."""
 
     query_ids: np.ndarray
-    overlap: np.ndarray
+    values: np.ndarray
     runs: np.ndarray
 
 
@@ -205,14 +298,19 @@ class _PerQueryIndex:
     """The per-query table as numpy columns, so that each comparison selects its rows without pandas.
 
     Why: the statistics job pairs a dozen comparisons; one pandas filter per arm and comparison
-    cost several times the bootstrap itself. ``per_query`` sorts by (arm, query_id), so a
-    selection keeps query-id order.
+    cost several times the bootstrap itself. ``per_query`` and ``seed_grids`` both sort by
+    (arm, query_id), so an arm's grid columns line up with its per-query rows and a selection
+    keeps query-id order.
     """
 
-    def __init__(self, pq: pd.DataFrame):
+    def __init__(self, df: pd.DataFrame, value: str):
+        pq = per_query(df, value)
         self.columns = {c: pq[c].to_numpy() for c in ("arm", "query_id", "split", "domain")}
-        self.overlap = pq["overlap"].to_numpy(dtype=np.float64)
         self.runs = pq["runs"].to_numpy()
+        self.seeds, self.grids = {}, {}
+        for arm, (seeds, grid) in seed_grids(df, value).items():
+            self.seeds[arm], self.grids[arm] = seeds, grid
+        self.first_row = {arm: int(np.flatnonzero(self.columns["arm"] == arm)[0]) for arm in self.grids}
 
     def arm(self, name: str, arm: str, column: str, value: str) -> ArmValues:
         where = self.columns[column] == value
@@ -221,7 +319,8 @@ class _PerQueryIndex:
             present = sorted(set(self.columns["arm"][where].tolist()))
             raise InputError(f"comparison {name!r}: arm {arm!r} has no generations with {column} = {value!r}; "
                              f"arms there: {', '.join(present) or '(none)'}")
-        return ArmValues(self.columns["query_id"][rows], self.overlap[rows], self.runs[rows])
+        return ArmValues(self.columns["query_id"][rows], self.grids[arm][:, rows - self.first_row[arm]],
+                         self.runs[rows])
 
     def pair(self, name: str, a: str, b: str, column: str, value: str) -> tuple[ArmValues, ArmValues]:
         va, vb = self.arm(name, a, column, value), self.arm(name, b, column, value)
@@ -235,30 +334,72 @@ class _PerQueryIndex:
         return va, vb
 
 
-def run_batches(jobs: list[dict[str, Any]], resamples: int, confidence: float, seed: int) -> list[dict]:
+def _seed_aligned(values: list[np.ndarray], names: list[Any]) -> np.ndarray:
+    """Stack per-job (n,) or (S, n) values to (m, S, n); an arm with one seed (base) repeats for every seed."""
+    grids = [np.atleast_2d(np.asarray(v, dtype=np.float64)) for v in values]
+    seeds = max(g.shape[0] for g in grids)
+    for g, name in zip(grids, names):
+        if g.shape[0] not in (1, seeds):
+            raise InputError(f"comparison {name!r}: {g.shape[0]} training seeds where the other arms of its query "
+                             f"set have {seeds}; arms are paired by seed index")
+    return np.stack([np.broadcast_to(g, (seeds, g.shape[1])) for g in grids])
+
+
+def run_batches(jobs: list[dict[str, Any]], resamples: int, confidence: float, seed: int,
+                permutations: int = 10_000) -> list[dict]:
     """Result dicts (``RESULT_KEYS``) of many paired comparisons, in ``jobs`` order.
 
-    ``jobs`` are dicts with ``query_ids`` and the aligned ``a_values``, ``b_values`` (other keys are
-    ignored). Comparisons over the same query set form one ``paired_bootstrap_batch`` whose
-    Generator comes from ``seed`` and the sorted query ids (``query_set_rng``).
+    ``jobs`` are dicts with ``query_ids`` and the aligned ``a_values``, ``b_values``: (n,) per-query
+    values or (S, n) seed x query grids (other keys are ignored). Comparisons over the same query
+    set form one ``paired_bootstrap_batch`` whose Generator comes from ``seed`` and the sorted query
+    ids (``query_set_rng``), and one sign-flip batch with its own stream of that Generator's seed.
     """
     groups: dict[tuple[str, ...], list[int]] = {}
     for i, job in enumerate(jobs):
         groups.setdefault(tuple(job["query_ids"]), []).append(i)
     results: list[dict | None] = [None] * len(jobs)
     for qids, members in groups.items():
-        a = np.stack([jobs[i]["a_values"] for i in members])
-        b = np.stack([jobs[i]["b_values"] for i in members])
+        names = [jobs[i].get("name", i) for i in members]
+        grids = _seed_aligned([jobs[i]["a_values"] for i in members] + [jobs[i]["b_values"] for i in members],
+                              names + names)
+        a, b = np.split(grids, 2)
         out = paired_bootstrap_batch(a, b, resamples, confidence, query_set_rng(seed, qids))
+        # The test's unit is the query: its difference averaged over the paired seeds.
+        out["p_perm"], exact = sign_flip_pvalues((a - b).mean(axis=1), permutations,
+                                                 query_set_rng(seed, qids, PERMUTATION_STREAM))
+        out["perm_exact"] = np.full(len(members), exact)
         for row, i in enumerate(members):
             results[i] = {k: out[k][row].item() for k in RESULT_KEYS}
     return results  # type: ignore[return-value]
 
 
+def _rows(jobs: list[dict[str, Any]], keys: Sequence[str], settings: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Result rows of one table: the jobs' ``keys``, their statistics, Holm over the table, the settings."""
+    results = run_batches(jobs, settings["resamples"], settings["confidence"], settings["seed"],
+                          settings["permutations"])
+    adjusted = holm([r["p_perm"] for r in results])
+    rows = []
+    for job, res, p_holm in zip(jobs, results, adjusted):
+        rows.append({k: job[k] for k in keys} | res
+                    | {"p_holm": float(p_holm), "family": len(jobs), "runs_a": job["runs_a"], "runs_b": job["runs_b"],
+                       **settings, "report": job["report"]})
+        log.info("%s: N=%d seeds=%d mean_a=%.4f mean_b=%.4f ratio=%.3f [%.3f, %.3f] diff=%+.4f P(a>b)=%.4f "
+                 "p_perm=%.4g p_holm=%.4g", job[keys[0]], res["n"], res["seeds"], res["mean_a"], res["mean_b"],
+                 res["ratio"], res["ratio_lo"], res["ratio_hi"], res["diff"], res["p_a_gt_b"], res["p_perm"], p_holm)
+    return rows
+
+
+def _settings(value: str, resamples: int, confidence: float, seed: int, permutations: int) -> dict[str, Any]:
+    return {"metric": value, "resamples": int(resamples), "confidence": float(confidence), "seed": int(seed),
+            "permutations": int(permutations)}
+
+
 def run_comparisons(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, Any]], resamples: int,
-                    confidence: float, seed: int) -> pd.DataFrame:
-    """One row per comparison (config ``statistics.comparisons`` order); see tables.COMPARISONS_SCHEMA."""
-    index = _PerQueryIndex(per_query(generations_df))
+                    confidence: float, seed: int, permutations: int = 10_000,
+                    value: str = "overlap") -> pd.DataFrame:
+    """One row per comparison (config ``statistics.comparisons`` order) of the per-generation column
+    ``value``; Holm over these comparisons. See tables.COMPARISONS_SCHEMA."""
+    index = _PerQueryIndex(generations_df, value)
     names = [c.get("name") for c in comparisons]
     dupes = sorted({n for n in names if names.count(n) > 1}, key=str)
     if dupes:
@@ -268,37 +409,51 @@ def run_comparisons(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[
         name = comp.get("name")
         if not name or "a" not in comp or "b" not in comp:
             raise InputError(f"comparison {comp!r}: needs name, a and b")
-        column, value = _selector(comp)
-        va, vb = index.pair(name, comp["a"], comp["b"], column, value)
-        jobs.append({"name": name, "selector": f"{column}={value}", "a": comp["a"], "b": comp["b"],
-                     "query_ids": va.query_ids.tolist(), "a_values": va.overlap, "b_values": vb.overlap,
+        column, selected = _selector(comp)
+        va, vb = index.pair(name, comp["a"], comp["b"], column, selected)
+        jobs.append({"name": name, "selector": f"{column}={selected}", "a": comp["a"], "b": comp["b"],
+                     "query_ids": va.query_ids.tolist(), "a_values": va.values, "b_values": vb.values,
                      "runs_a": int(va.runs.max()), "runs_b": int(vb.runs.max()), "report": comp.get("report")})
-    results = run_batches(jobs, resamples, confidence, seed)
-    rows = []
-    for job, res in zip(jobs, results):
-        rows.append({"name": job["name"], "selector": job["selector"], "a": job["a"], "b": job["b"], **res,
-                     "runs_a": job["runs_a"], "runs_b": job["runs_b"], "resamples": int(resamples),
-                     "confidence": float(confidence), "seed": int(seed), "report": job["report"]})
-        log.info("%s: N=%d mean_a=%.4f mean_b=%.4f ratio=%.3f [%.3f, %.3f] diff=%+.4f P(a>b)=%.4f",
-                 job["name"], res["n"], res["mean_a"], res["mean_b"], res["ratio"], res["ratio_lo"],
-                 res["ratio_hi"], res["diff"], res["p_a_gt_b"])
+    rows = _rows(jobs, ("name", "selector", "a", "b"), _settings(value, resamples, confidence, seed, permutations))
     return _frame(rows, COMPARISON_COLUMNS)
+
+
+def per_seed(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, Any]],
+             value: str = "overlap") -> pd.DataFrame:
+    """Each comparison's point values per training-seed index (no resampling): what the pooled value hides.
+
+    One row per (comparison, seed index): ``seed_a``/``seed_b`` (None for the base arm), ``mean_a``,
+    ``mean_b``, ``ratio``, ``diff`` over the comparison's queries, paired as the bootstrap pairs them.
+    """
+    index = _PerQueryIndex(generations_df, value)
+    rows = []
+    for comp in comparisons:
+        column, selected = _selector(comp)
+        va, vb = index.pair(comp["name"], comp["a"], comp["b"], column, selected)
+        a, b = _seed_aligned([va.values, vb.values], [comp["name"]] * 2)
+        seeds_a, seeds_b = (index.seeds[arm] * (len(a) // len(index.seeds[arm])) for arm in (comp["a"], comp["b"]))
+        for i in range(len(a)):
+            mean_a, mean_b = a[i].mean(), b[i].mean()
+            rows.append({"name": comp["name"], "seed_a": seeds_a[i], "seed_b": seeds_b[i], "mean_a": mean_a,
+                         "mean_b": mean_b, "ratio": _safe_ratio(mean_a, mean_b), "diff": mean_a - mean_b})
+    out = pd.DataFrame(rows, columns=["name", "seed_a", "seed_b", "mean_a", "mean_b", "ratio", "diff"])
+    return out.astype({"seed_a": "Int64", "seed_b": "Int64"})
 
 
 def run_sweep(sweep_df: pd.DataFrame, resamples: int, confidence: float, seed: int,
               report: Mapping[str, str] | None = None, a_strategy: str = "anchor",
-              b_strategy: str = "random") -> pd.DataFrame:
+              b_strategy: str = "random", permutations: int = 10_000, value: str = "overlap") -> pd.DataFrame:
     """anchor vs random at every (train_size, train_steps) of the sweep table, held-out queries pooled.
 
     Arms are identified by their (strategy, train_size, train_steps) columns, so arm names
-    are free. ``report`` maps "SIZExSTEPS" to the report's figure for that point.
+    are free. ``report`` maps "SIZExSTEPS" to the report's figure for that point. Holm over the points.
     """
     report = dict(report or {})
     held = sweep_df[sweep_df["split"] == "held_out"]
     if held.empty:
         raise InputError("sweep table has no held-out generations")
     points = sorted({(int(n), int(k)) for n, k in held[["train_size", "train_steps"]].itertuples(index=False)})
-    index = _PerQueryIndex(per_query(held))
+    index = _PerQueryIndex(held, value)
     jobs = []
     for size, steps in points:
         at = held[(held["train_size"] == size) & (held["train_steps"] == steps)]
@@ -311,21 +466,15 @@ def run_sweep(sweep_df: pd.DataFrame, resamples: int, confidence: float, seed: i
             arms[strategy] = found[0]
         name = f"{size}x{steps}"
         va, vb = index.pair(f"sweep {name}", arms[a_strategy], arms[b_strategy], "split", "held_out")
-        jobs.append({"point": name, "train_size": size, "train_steps": steps, "a": arms[a_strategy],
-                     "b": arms[b_strategy], "query_ids": va.query_ids.tolist(), "a_values": va.overlap,
-                     "b_values": vb.overlap, "runs_a": int(va.runs.max()), "runs_b": int(vb.runs.max()),
+        jobs.append({"point": name, "name": name, "train_size": size, "train_steps": steps, "a": arms[a_strategy],
+                     "b": arms[b_strategy], "query_ids": va.query_ids.tolist(), "a_values": va.values,
+                     "b_values": vb.values, "runs_a": int(va.runs.max()), "runs_b": int(vb.runs.max()),
                      "report": report.get(name)})
     unknown = sorted(set(report) - {j["point"] for j in jobs})
     if unknown:
         log.warning("sweep_report names points the sweep table does not have: %s", ", ".join(unknown))
-    results = run_batches(jobs, resamples, confidence, seed)
-    rows = []
-    for job, res in zip(jobs, results):
-        rows.append({k: job[k] for k in ("point", "train_size", "train_steps", "a", "b")} | res
-                    | {"runs_a": job["runs_a"], "runs_b": job["runs_b"], "resamples": int(resamples),
-                       "confidence": float(confidence), "seed": int(seed), "report": job["report"]})
-        log.info("sweep %s: N=%d ratio=%.3f [%.3f, %.3f] P(a>b)=%.4f", job["point"], res["n"], res["ratio"],
-                 res["ratio_lo"], res["ratio_hi"], res["p_a_gt_b"])
+    rows = _rows(jobs, ("point", "train_size", "train_steps", "a", "b"),
+                 _settings(value, resamples, confidence, seed, permutations))
     return _frame(rows, SWEEP_COLUMNS)
 
 
@@ -335,7 +484,8 @@ def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     return df
 
 
-_STAT_COLUMNS = ["n", "mean_a", "mean_b", "ratio", "ratio_lo", "ratio_hi", "diff", "diff_lo", "diff_hi",
-                 "p_a_gt_b", "zero_b_resamples", "runs_a", "runs_b", "resamples", "confidence", "seed", "report"]
+_STAT_COLUMNS = ["metric", "n", "seeds", "mean_a", "mean_b", "ratio", "ratio_lo", "ratio_hi", "diff", "diff_lo",
+                 "diff_hi", "p_a_gt_b", "zero_b_resamples", "p_perm", "perm_exact", "p_holm", "family", "runs_a",
+                 "runs_b", "resamples", "confidence", "seed", "permutations", "report"]
 COMPARISON_COLUMNS = ["name", "selector", "a", "b", *_STAT_COLUMNS]
 SWEEP_COLUMNS = ["point", "train_size", "train_steps", "a", "b", *_STAT_COLUMNS]

@@ -78,7 +78,8 @@ def generation_records(backbone: bb.Backbone, runtime: bb.Runtime, retrieved: li
             "locked_tokens": result.locked, "anchor_truncated": result.anchor_truncated,
             "generated_text": tok.decode(result.slot_ids, skip_special_tokens=True),
             "post_anchor_text": post_text, "continues_anchor_word": mid_word,
-            "post_anchor_tokens": len(tail), "forward_passes": result.forward_passes,
+            "post_anchor_tokens": len(tail), "ended": end_id in result.slot_ids[result.locked:],
+            "forward_passes": result.forward_passes,
             "sampler": settings.record(), "seed": settings.seed,
         })
     return records

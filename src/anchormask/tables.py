@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import yaml
 
 import anchormask
-from anchormask import metric
+from anchormask import metric, quality
 from anchormask.checksum import file_sha256
 from anchormask.io import InputError, atomic_path, canonical_json, read_jsonl
 
@@ -49,15 +49,19 @@ GENERATIONS_SCHEMA = _schema([
     ("train_size", _int, True), ("train_steps", _int, True), ("train_seed", _int, True),
     ("statement_id", _str, False), ("locked_tokens", _int, False), ("anchor_truncated", _bool, False),
     ("post_anchor_tokens", _int, False), ("word_tokens", _int, False), ("overlap", _f64, False),
-    ("empty", _bool, False), ("forward_passes", _int, False), ("base_sha256", _str, False),
+    ("empty", _bool, False), ("content_words", _int, False), ("content_overlap", _f64, False),
+    ("distinct_1", _f64, False), ("distinct_2", _f64, False), ("adjacent_repeats", _f64, False),
+    ("ended", _bool, False), ("forward_passes", _int, False), ("base_sha256", _str, False),
 ])
 
 _STAT_FIELDS = [
-    ("n", _int, False), ("mean_a", _f64, False), ("mean_b", _f64, False), ("ratio", _f64, True),
-    ("ratio_lo", _f64, True), ("ratio_hi", _f64, True), ("diff", _f64, False), ("diff_lo", _f64, False),
-    ("diff_hi", _f64, False), ("p_a_gt_b", _f64, False), ("zero_b_resamples", _int, False),
-    ("runs_a", _int, False), ("runs_b", _int, False), ("resamples", _int, False), ("confidence", _f64, False),
-    ("seed", _int, False), ("report", _str, True),
+    ("metric", _str, False), ("n", _int, False), ("seeds", _int, False), ("mean_a", _f64, False),
+    ("mean_b", _f64, False), ("ratio", _f64, True), ("ratio_lo", _f64, True), ("ratio_hi", _f64, True),
+    ("diff", _f64, False), ("diff_lo", _f64, False), ("diff_hi", _f64, False), ("p_a_gt_b", _f64, False),
+    ("zero_b_resamples", _int, False), ("p_perm", _f64, False), ("perm_exact", _bool, False),
+    ("p_holm", _f64, False), ("family", _int, False), ("runs_a", _int, False), ("runs_b", _int, False),
+    ("resamples", _int, False), ("confidence", _f64, False), ("seed", _int, False), ("permutations", _int, False),
+    ("report", _str, True),
 ]
 COMPARISONS_SCHEMA = _schema([("name", _str, False), ("selector", _str, False), ("a", _str, False),
                               ("b", _str, False), *_STAT_FIELDS])
@@ -141,24 +145,35 @@ def generations_table(jsonl_paths: Iterable[str | os.PathLike[str]],
             if len(bases) > 1:
                 raise InputError(f"{where}: base_sha256 {rec['base_sha256']} differs from the one at "
                                  f"{next(iter(bases.values()))}; one table holds generations of one base")
-            scored = metric.score(rec["post_anchor_text"], vocabs[domain])
             row = {name: rec[name] for name in GENERATIONS_SCHEMA.names if name in rec}
-            row.update(word_tokens=scored.tokens, overlap=scored.overlap, empty=scored.empty)
+            row.update(_scores(rec["post_anchor_text"], vocabs[domain]))
             rows.append(row)
     df = pd.DataFrame.from_records(rows, columns=GENERATIONS_SCHEMA.names)
     for name in ("train_size", "train_steps", "train_seed", "locked_tokens", "post_anchor_tokens",
-                 "word_tokens", "forward_passes"):
+                 "word_tokens", "content_words", "forward_passes"):
         df[name] = df[name].astype("Int64")
     df = df.sort_values(SORT_KEYS, kind="mergesort", na_position="first").reset_index(drop=True)
     df.attrs["anchormask"] = {
         "table": "generations",
         "inputs": [_file_entry(p) for p in jsonl_paths],
         "corpora": {d: _file_entry(p) | {"vocabulary": len(vocabs[d])} for d, p in sorted(corpora.items())},
-        "metric": {"word_pattern": metric.WORD_PATTERN, "normalise": "lower, NFKD, combining marks dropped"},
+        "metric": {"word_pattern": metric.WORD_PATTERN, "normalise": "lower, NFKD, combining marks dropped",
+                   "stop_words": "bm25s.stopwords.STOPWORDS_EN_PLUS", "stop_word_count": len(quality.STOP_WORDS)},
         "rows": len(df),
         "versions": versions(),
     }
     return df
+
+
+def _scores(text: str, vocab: frozenset[str]) -> dict[str, Any]:
+    """corpus_overlap (the report's metric) and the degeneracy metrics of one post-anchor text."""
+    scored = metric.score(text, vocab)
+    tokens = metric.word_tokens(text)
+    return {"word_tokens": scored.tokens, "overlap": scored.overlap, "empty": scored.empty,
+            "content_words": len(quality.content_words(tokens)),
+            "content_overlap": quality.content_overlap(tokens, vocab),
+            "distinct_1": quality.distinct_n(tokens, 1), "distinct_2": quality.distinct_n(tokens, 2),
+            "adjacent_repeats": quality.adjacent_repeat_share(tokens)}
 
 
 # --------------------------------------------------------------------------- Parquet I/O
@@ -245,44 +260,95 @@ def _report(row: Mapping[str, Any]) -> str:
 
 def _settings_line(df: pd.DataFrame) -> str:
     parts = []
-    for col, label in (("resamples", "resamples"), ("confidence", "confidence"), ("seed", "seed")):
+    for col, label in (("resamples", "resamples"), ("permutations", "sign-flip patterns (N > 16)"),
+                       ("confidence", "confidence"), ("seed", "seed")):
         vals = sorted({v.item() if hasattr(v, "item") else v for v in df[col]}) if col in df and len(df) else []
         parts.append(f"{label} {', '.join(map(str, vals)) or 'n/a'}")
     return "; ".join(parts)
 
 
+def _p(row: Mapping[str, Any]) -> str:
+    """Permutation p-value with its Holm adjustment; exact ones carry no Monte Carlo error."""
+    return f"{_num(row['p_perm'], '.4f')} | {_num(row['p_holm'], '.4f')}"
+
+
+def _n(row: Mapping[str, Any]) -> str:
+    seeds = int(row["seeds"])
+    return f"{int(row['n'])}" + (f" × {seeds} seeds" if seeds > 1 else "")
+
+
+def _comparison_table(df: pd.DataFrame) -> list[str]:
+    lines = ["| comparison | selection | a | b | N | mean a | mean b | a/b [CI] | a−b [CI] | P(a>b) | p | p Holm | "
+             "report |",
+             "|---|---|---|---|---:|---:|---:|---|---|---:|---:|---:|---|"]
+    for row in df.to_dict("records"):
+        lines.append(f"| {row['name']} | {row['selector']} | {row['a']} | {row['b']} | {_n(row)} | "
+                     f"{_num(row['mean_a'], '.3f')} | {_num(row['mean_b'], '.3f')} | {_ratio(row)} | {_diff(row)} | "
+                     f"{_num(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
+    return lines
+
+
+def _family(df: pd.DataFrame) -> str:
+    return f"m = {int(df['family'].iloc[0])}" if len(df) else "m = 0"
+
+
+def _per_seed_table(comparisons_df: pd.DataFrame, per_seed_df: pd.DataFrame) -> list[str]:
+    """Each comparison's pooled ratio beside its ratio and difference per training seed."""
+    lines = ["## Per training seed (corpus_overlap)", "",
+             "Each comparison's value with one training seed at a time (seed of a, paired by index): the spread "
+             "the two-level interval above includes.", "",
+             "| comparison | a/b pooled [CI] | a/b per seed | a−b per seed |", "|---|---|---|---|"]
+    for row in comparisons_df.to_dict("records"):
+        seeds = per_seed_df[per_seed_df["name"] == row["name"]].to_dict("records")
+        ratios = ", ".join(f"{s['seed_a'] if s['seed_a'] is not pd.NA else '-'}: {_num(s['ratio'], '.2f')}x"
+                           for s in seeds)
+        diffs = ", ".join(f"{_num(s['diff'], '+.3f')}" for s in seeds)
+        lines.append(f"| {row['name']} | {_ratio(row)} | {ratios} | {diffs} |")
+    return lines + [""]
+
+
 def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
-                      base_description: Mapping[str, Any] | str) -> str:
-    """The headline tables (comparisons, then sweep) with the report's figures beside ours."""
+                      base_description: Mapping[str, Any] | str, content_df: pd.DataFrame,
+                      per_seed_df: pd.DataFrame | None = None) -> str:
+    """The headline tables: comparisons (the report's figures beside ours), per training seed when
+    there are several (``bootstrap.per_seed``), the same comparisons on content-word overlap, the sweep."""
     if isinstance(base_description, Mapping):
         base = f"`{base_description.get('path')}` (sha256 `{base_description.get('sha256')}`)"
     else:
         base = str(base_description)
+    seeds = sorted({int(s) for s in comparisons_df["seeds"]}) if len(comparisons_df) else []
     lines = ["# Headline results", "",
              "Per-query corpus_overlap of the post-anchor text, paired percentile bootstrap over queries "
-             "(per-query values averaged over training seeds). a/b is the ratio of means, a−b the difference "
-             "of means, P(a>b) the fraction of resamples with mean(a) > mean(b).", "",
-             "## Comparisons", "",
-             "| comparison | selection | a | b | N | mean a | mean b | a/b [CI] | a−b [CI] | P(a>b) | report |",
-             "|---|---|---|---|---:|---:|---:|---|---|---:|---|"]
-    for row in comparisons_df.to_dict("records"):
-        lines.append(f"| {row['name']} | {row['selector']} | {row['a']} | {row['b']} | {int(row['n'])} | "
-                     f"{_num(row['mean_a'], '.3f')} | {_num(row['mean_b'], '.3f')} | {_ratio(row)} | {_diff(row)} | "
-                     f"{_num(row['p_a_gt_b'], '.3f')} | {_report(row)} |")
-    lines += ["", "## Sweep: anchor vs random, held-out pooled", "",
-              "| size | steps | N | mean anchor | mean random | anchor/random [CI] | anchor−random [CI] | "
-              "P(a>b) | report |",
-              "|---:|---:|---:|---:|---:|---|---|---:|---|"]
+             "(with several training seeds, over seeds and queries: both levels are resampled). a/b is the "
+             "ratio of means, a−b the difference of means, P(a>b) the fraction of resamples with "
+             "mean(a) > mean(b); p is the two-sided paired sign-flip permutation p-value of a−b and p Holm "
+             "its Holm adjustment over the m comparisons of its table.", "",
+             f"## Comparisons: corpus_overlap (Holm over {_family(comparisons_df)})", "",
+             *_comparison_table(comparisons_df), "",
+             *(_per_seed_table(comparisons_df, per_seed_df) if per_seed_df is not None and max(seeds, default=1) > 1
+               else []),
+             f"## The same comparisons on content-word overlap (Holm over {_family(content_df)})", "",
+             "corpus_overlap counted over content words only (stop words removed from the text and the "
+             "vocabulary): an advantage that vanishes here is carried by function words.", "",
+             *_comparison_table(content_df), "",
+             f"## Sweep: anchor vs random, held-out pooled (Holm over {_family(sweep_df)})", "",
+             "| size | steps | N | mean anchor | mean random | anchor/random [CI] | anchor−random [CI] | "
+             "P(a>b) | p | p Holm | report |",
+             "|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|"]
     for row in sweep_df.to_dict("records"):
-        lines.append(f"| {int(row['train_size'])} | {int(row['train_steps'])} | {int(row['n'])} | "
+        lines.append(f"| {int(row['train_size'])} | {int(row['train_steps'])} | {_n(row)} | "
                      f"{_num(row['mean_a'], '.3f')} | {_num(row['mean_b'], '.3f')} | {_ratio(row)} | {_diff(row)} | "
-                     f"{_num(row['p_a_gt_b'], '.3f')} | {_report(row)} |")
+                     f"{_num(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
     conf = sorted(set(comparisons_df["confidence"])) if len(comparisons_df) else []
     lines += ["", "## Notes", "",
               f"- Base: {base}.",
+              f"- Training seeds per arm: {', '.join(map(str, seeds)) or 'n/a'} (one seed: queries are "
+              "resampled, as in the report).",
               f"- Comparisons: {_settings_line(comparisons_df)}; sweep: {_settings_line(sweep_df)}.",
               f"- Intervals: {', '.join(f'{100 * c:g}%' for c in conf) or 'n/a'} percentile intervals; "
               "ratio n/a = 0/0, inf = mean b of 0.",
+              "- p: every sign pattern when N <= 16 (exact), else seeded random patterns, (1 + extreme) / "
+              "(1 + patterns). Each table is its own Holm family.",
               "- The report's figures come from config `statistics.comparisons[].report` and "
               "`statistics.sweep_report`.", ""]
     return "\n".join(lines)

@@ -3,9 +3,10 @@
 
 localrules:
     headline,
+    samples,
 
 
-ANALYSIS_CODE = code_digest("metric", "tables", "bootstrap", "io", "provenance")
+ANALYSIS_CODE = code_digest("metric", "quality", "tables", "bootstrap", "io", "provenance")
 
 
 rule aggregate:
@@ -57,8 +58,10 @@ rule statistics:
         "results/tables/generations.parquet",
     output:
         "results/stats/comparisons.parquet",
+        "results/stats/content_comparisons.parquet",
     params:
         kind="comparisons",
+        metrics=as_json(["overlap", "content_overlap"]),
         settings=statistics_settings("comparisons"),
         code=ANALYSIS_CODE,
     log:
@@ -81,6 +84,7 @@ rule statistics_sweep:
         "results/stats/sweep.parquet",
     params:
         kind="sweep",
+        metrics=as_json(["overlap"]),
         settings=statistics_settings("sweep"),
         code=ANALYSIS_CODE,
     log:
@@ -99,15 +103,18 @@ rule statistics_sweep:
 rule headline:
     input:
         comparisons="results/stats/comparisons.parquet",
+        content="results/stats/content_comparisons.parquet",
         sweep="results/stats/sweep.parquet",
+        generations="results/tables/generations.parquet",
     output:
         report(
             "results/tables/headline.md",
             caption="../report/headline.rst",
-            category="Headline",
+            category="1. Headline",
         ),
     params:
         base=as_json({"path": BASE["path"], "sha256": BASE["sha256"]}),
+        comparisons=as_json(config["statistics"]["comparisons"]),
         code=ANALYSIS_CODE,
     log:
         "results/logs/headline.log",
@@ -120,3 +127,29 @@ rule headline:
         ENV
     script:
         "../scripts/headline.py"
+
+
+rule samples:
+    input:
+        generations="results/generations/all.jsonl",
+        table="results/tables/generations.parquet",
+    output:
+        report(
+            "results/tables/samples.md",
+            caption="../report/samples.rst",
+            category="2. Samples",
+        ),
+    params:
+        settings=as_json({"arms": ARMS, "domains": DOMAINS, "per_domain": 2}),
+        code=code_digest("samples", "tables", "metric", "quality", "io", "provenance"),
+    log:
+        "results/logs/samples.log",
+    benchmark:
+        "results/benchmarks/samples.tsv"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    conda:
+        ENV
+    script:
+        "../scripts/samples.py"

@@ -109,6 +109,8 @@ def sweep_generation_files():
 def default_targets():
     return [
         "results/tables/headline.md",
+        "results/tables/samples.md",
+        "results/report/paper.html",
         expand("results/figures/{figure}.{ext}", figure=["main", "sweep", "ablation"], ext=["pdf", "png"]),
         probe_targets(),
     ]
@@ -126,9 +128,19 @@ def corpus_files():
 
 def statistics_settings(kind):
     stats = config["statistics"]
-    settings = {k: stats[k] for k in ("resamples", "confidence", "seed")}
+    settings = {k: stats[k] for k in ("resamples", "permutations", "confidence", "seed")}
     if kind == "comparisons":
         settings["comparisons"] = stats["comparisons"]
     else:
         settings["sweep_report"] = stats.get("sweep_report", {})
     return as_json(settings)
+
+
+# HOOK (base evaluation): the embedded-base evaluation writes BASE_EVAL. The report's page includes it
+# as soon as a rule of the workflow produces that file; until then its section says "not available".
+BASE_EVAL = "results/base_eval/summary.md"
+
+
+def base_eval_input():
+    produced = any(BASE_EVAL in map(str, rule.output) for rule in workflow.rules)
+    return [BASE_EVAL] if produced else []

@@ -20,7 +20,7 @@ rule figure:
         png=report(
             "results/figures/{figure}.png",
             caption="../report/figure.rst",
-            category="Figures",
+            category="3. Figures",
         ),
     params:
         which="{figure}",

@@ -18,7 +18,7 @@ _UNKNOWN_ARMS = [a for a in ATTENTION_ARMS if a not in ARMS]
 if _UNKNOWN_ARMS:
     raise ValueError(f"config.yaml: probes.attention_arms: unknown arm(s) {', '.join(_UNKNOWN_ARMS)}; "
                      f"arms: {', '.join(ARMS)}")
-PROBE_CODE = ("probes", "tables", "metric", "checksum", "io")
+PROBE_CODE = ("probes", "tables", "metric", "quality", "checksum", "io")
 PROBE_FILES = {
     "comparisons": "results/stats/comparisons.parquet",
     "attention": "results/probes/attention.parquet",
@@ -52,7 +52,7 @@ rule probe_attention:
         png=report(
             "results/probes/attention.png",
             caption="../report/probe_attention.rst",
-            category="Probes",
+            category="5. Probes",
         ),
     params:
         arms=as_json(ATTENTION_SPECS),
@@ -85,7 +85,7 @@ rule probe_lora:
         png=report(
             "results/probes/lora_norms.png",
             caption="../report/probe_lora.rst",
-            category="Probes",
+            category="5. Probes",
         ),
     params:
         adapters=as_json(LORA_SPECS),
@@ -144,7 +144,7 @@ rule probe_maskcount:
         png=report(
             "results/probes/maskcount.png",
             caption="../report/probe_maskcount.rst",
-            category="Probes",
+            category="5. Probes",
         ),
     params:
         files=as_json([[a, k] for a, k in MASKCOUNT_RUNS]),
@@ -175,7 +175,7 @@ rule probe_summary:
         report(
             "results/probes/summary.md",
             caption="../report/probe_summary.rst",
-            category="Probes",
+            category="5. Probes",
         ),
     params:
         arms=as_json(config["arms"]),

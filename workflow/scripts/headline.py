@@ -1,16 +1,21 @@
-"""Snakemake script: comparison and sweep statistics -> results/tables/headline.md."""
+"""Snakemake script: comparison and sweep statistics -> results/tables/headline.md.
+
+The per-seed breakdown is computed here from the generations table (point values, no resampling).
+"""
 
 import json
 import logging
 
-from anchormask import io, runlog, tables
+from anchormask import bootstrap, io, runlog, tables
 
 
 
 def main(smk):
     runlog.log_to(smk.log[0])
+    comparisons = json.loads(smk.params.comparisons)
+    per_seed = bootstrap.per_seed(tables.read_parquet(smk.input.generations), comparisons)
     text = tables.headline_markdown(tables.read_parquet(smk.input.comparisons), tables.read_parquet(smk.input.sweep),
-                                    json.loads(smk.params.base))
+                                    json.loads(smk.params.base), tables.read_parquet(smk.input.content), per_seed)
     io.write_text(smk.output[0], text)
     logging.info("wrote %s", smk.output[0])
 

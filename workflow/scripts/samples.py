@@ -1,0 +1,22 @@
+"""Snakemake script: generations JSONL + scored table -> results/tables/samples.md (anchormask.samples)."""
+
+import json
+import logging
+
+from anchormask import io, runlog, samples, tables
+from anchormask.checksum import file_sha256
+
+
+
+def main(smk):
+    runlog.log_to(smk.log[0])
+    settings = json.loads(smk.params.settings)
+    text = samples.samples_markdown(io.read_jsonl(smk.input.generations), tables.read_parquet(smk.input.table),
+                                    settings["arms"], settings["domains"], settings["per_domain"])
+    inputs = [f"`{p}` (sha256 `{file_sha256(p)}`)" for p in (smk.input.generations, smk.input.table)]
+    text += f"\nSources: {', '.join(inputs)}; anchormask {tables.versions()['anchormask']}.\n"
+    io.write_text(smk.output[0], text)
+    logging.info("wrote %s", smk.output[0])
+
+
+main(snakemake)  # noqa: F821
