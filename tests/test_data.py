@@ -1,3 +1,4 @@
+import gzip
 
 import pytest
 
@@ -63,6 +64,14 @@ def test_no_held_out_statement_is_in_the_training_pairs():
         assert normalise(statement) not in train_text
 
 
+def test_no_held_out_statement_is_in_the_shipped_base_pretraining_text():
+    with gzip.open(REPO / "data" / "pretrain" / "wordnet_text.txt.gz", "rt") as fh:
+        text = normalise(fh.read())
+    assert len(text) > 1_000_000
+    for statement in _held_out_statements():
+        assert normalise(statement) not in text
+
+
 def test_every_query_gold_statement_exists_in_its_corpus():
     for domain in ["in_domain", *HELD_OUT]:
         ids = {r["id"] for r in data.load_corpus(REPO / "data" / "corpora" / f"{domain}.jsonl")}
@@ -79,3 +88,17 @@ def test_no_query_appears_in_the_training_pairs_and_in_domain_queries_are_new():
             assert normalise(q["query"]) not in questions, q["id"]
             if domain != "in_domain":
                 assert normalise(q["query"]) not in train_text, q["id"]
+
+
+def test_second_query_set_is_new_unique_and_answered_in_its_corpus():
+    first = {q["id"]: q for d in ["in_domain", *HELD_OUT]
+             for q in data.load_queries(REPO / "data" / "queries" / f"{d}.jsonl")}
+    seen: set[str] = set()
+    for domain in HELD_OUT:
+        ids = {r["id"] for r in data.load_corpus(REPO / "data" / "corpora" / f"{domain}.jsonl")}
+        alt = data.load_queries(REPO / "data" / "queries_alt" / f"{domain}.jsonl")
+        assert len(alt) == 12
+        for q in alt:
+            assert q["gold_id"] in ids and q["id"] not in first and q["id"] not in seen, q["id"]
+            assert normalise(q["query"]) not in {normalise(f["query"]) for f in first.values()}
+            seen.add(q["id"])
