@@ -136,7 +136,7 @@ def statistics_settings(kind):
     return as_json(settings)
 
 
-# The base evaluation (rule evaluate_base, outside the default target: on the embedded base its
+# The base evaluation (evaluate_base in base.smk, outside the default target: on the embedded base its
 # validation text needs Debian packages, and on a real base it is a GPU job of its own). Once it has
 # run, the report's page includes it; until then its section says "not available".
 BASE_EVAL = "results/base_eval/summary.md"
