@@ -49,7 +49,8 @@ def test_reduced_study_runs_to_the_end(family, tmp_path_factory):
     assert len(rows) == 3 * 4 and {r["arm"] for r in rows} == {"base", "anchor", "random"}
     table = pd.read_parquet(results / "tables" / "generations.parquet")
     assert len(table) == len(rows) and table["overlap"].between(0, 1).all()
-    assert (results / "tables" / "headline.md").read_text().count("heldout_anchor_vs") == 2
+    # two comparisons, each in the corpus_overlap table and in the content-word table
+    assert (results / "tables" / "headline.md").read_text().count("heldout_anchor_vs") == 2 * 2
     attention = pd.read_parquet(results / "probes" / "attention.parquet")
     assert set(attention["arm"]) == {"base", "anchor"} and attention["mass"].between(0, 1).all()
     assert (results / "probes" / "summary.md").is_file() and (results / "figures" / "main.png").is_file()
