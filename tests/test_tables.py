@@ -38,7 +38,7 @@ def record(query_id, domain, arm, text, *, seed=42, strategy="anchor", targets="
         "adapter_sha256": None if arm == "base" else "ab" * 32, "query": f"question {query_id}?",
         "statement_id": f"{domain}-000", "statement": "an anchor", "locked_tokens": 3, "anchor_truncated": False,
         "generated_text": "an anchor " + text, "post_anchor_text": text, "post_anchor_tokens": len(text.split()),
-        "ended": bool(text), "forward_passes": 16, "sampler": {"answer_len": 48, "steps": 16}, "seed": 1234,
+        "ended": bool(text), "continues_anchor_word": False, "forward_passes": 16, "sampler": {"answer_len": 48, "steps": 16}, "seed": 1234,
         "base_sha256": "cd" * 32, "versions": {"python": "3.12"},
     }
 
