@@ -32,13 +32,14 @@ rule verify_base:
 # and pin its hash (README "The embedded base").
 rule pretrain_text:
     input:
-        settings="workflow/pretrain.yaml",
         study=study_text_files(),
     output:
         train="results/pretrain/train.txt.gz",
         validation="results/pretrain/validation.txt.gz",
         record="results/pretrain/text_record.json",
     params:
+        # only the keys the text depends on: extending training must not rebuild the text
+        text=as_json(pretrain_text_settings()),
         code=code_digest("pretrain_text", "io"),
     log:
         "results/logs/pretrain_text.log",

@@ -122,6 +122,15 @@ def study_text_files():
     return sorted({*corpus_files(), *queries, config["data"]["pairs"]})
 
 
+def pretrain_text_settings():
+    """The keys of workflow/pretrain.yaml that the pretraining text depends on."""
+    import yaml
+
+    spec = yaml.safe_load(open("workflow/pretrain.yaml"))
+    return {"sources": spec["sources"], "validation_per_mille": spec["validation_per_mille"],
+            "seed": spec["settings"]["seed"]}
+
+
 def corpus_files():
     return [str(study_data.corpus_path(config, d)) for d in DOMAINS]
 

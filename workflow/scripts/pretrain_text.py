@@ -1,11 +1,11 @@
-import yaml
+import json
 
 from anchormask import io, pretrain_text, runlog
 
 runlog.log_to(snakemake.log[0])
-spec = yaml.safe_load(open(snakemake.input.settings))
+spec = json.loads(snakemake.params.text)
 text = pretrain_text.build_text(sources=spec["sources"], study_files=list(snakemake.input.study),
-                                seed=spec["settings"]["seed"], validation_per_mille=spec["validation_per_mille"])
+                                seed=spec["seed"], validation_per_mille=spec["validation_per_mille"])
 pretrain_text.write_lines(snakemake.output.train, text["train"])
 pretrain_text.write_lines(snakemake.output.validation, text["validation"])
 io.write_json(snakemake.output.record, text["counts"])
