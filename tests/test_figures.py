@@ -24,7 +24,7 @@ def generations(n_in=5, n_out=4, domains=("astronomy", "law")):
     rows = []
     for q, (split, domain) in enumerate(places):
         for arm, (strategy, targets) in ARMS.items():
-            rows.append(dict(query_id=f"{domain}-q{q:02d}", domain=domain, split=split, arm=arm, strategy=strategy,
+            rows.append(dict(query_id=f"{domain}-q{q:02d}", domain=domain, split=split, query_set="main", arm=arm, strategy=strategy,
                              targets=targets, adapter_id=None if strategy is None else arm,
                              train_size=None if strategy is None else 144, train_steps=None if strategy is None else 300,
                              train_seed=None if strategy is None else 42, statement_id="s", locked_tokens=3,

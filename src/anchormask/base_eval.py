@@ -164,15 +164,9 @@ def markdown(result: dict[str, Any]) -> str:
 def study_anchors(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Every study query with its BM25-retrieved statement (the anchors the study generates from)."""
     from anchormask import config as study
-    from anchormask import data, retrieval
+    from anchormask import retrieval
 
-    anchors: list[dict[str, Any]] = []
-    for domain in study.domains(config):
-        queries = data.load_queries(data.queries_path(config, domain), config["data"].get("max_queries_per_domain"))
-        corpus = data.load_corpus(data.corpus_path(config, domain))
-        anchors += [{"domain": domain, "split": study.split_of(config, domain), **r}
-                    for r in retrieval.retrieve(queries, corpus, **config["retrieval"])]
-    return anchors
+    return [a for domain in study.domains(config) for a in retrieval.study_anchors(config, domain)]
 
 
 def evaluate(config: dict[str, Any], *, base: dict[str, Any], validation_lines: list[str] | None,

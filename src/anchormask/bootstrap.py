@@ -418,6 +418,11 @@ def run_comparisons(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[
     return _frame(rows, COMPARISON_COLUMNS)
 
 
+def covered(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The comparisons whose selection (split or domain) has generations in the table."""
+    return [c for c in comparisons if (generations_df[_selector(c)[0]] == _selector(c)[1]).any()]
+
+
 def per_seed(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, Any]],
              value: str = "overlap") -> pd.DataFrame:
     """Each comparison's point values per training-seed index (no resampling): what the pooled value hides.

@@ -151,6 +151,14 @@ def domains(config: dict[str, Any]) -> list[str]:
     return [config["data"]["in_domain"], *config["data"]["held_out"]]
 
 
+def query_sets(config: dict[str, Any]) -> dict[str, list[str]]:
+    """Query set -> its domains: ``main`` covers every domain, ``alt`` (when configured) the held-out ones."""
+    sets = {"main": domains(config)}
+    if config["data"].get("alt_queries_dir"):
+        sets["alt"] = list(config["data"]["held_out"])
+    return sets
+
+
 def split_of(config: dict[str, Any], domain: str) -> str:
     return "in_domain" if domain == config["data"]["in_domain"] else "held_out"
 

@@ -52,8 +52,9 @@ def corpus_path(config: dict, domain: str) -> Path:
     return Path(config["data"]["corpora_dir"]) / f"{domain}.jsonl"
 
 
-def queries_path(config: dict, domain: str) -> Path:
-    return Path(config["data"]["queries_dir"]) / f"{domain}.jsonl"
+def queries_path(config: dict, domain: str, query_set: str = "main") -> Path:
+    key = {"main": "queries_dir", "alt": "alt_queries_dir"}[query_set]
+    return Path(config["data"][key]) / f"{domain}.jsonl"
 
 
 def load_corpus(path: str | Path) -> list[dict[str, Any]]:
@@ -88,6 +89,9 @@ def check_all(config: dict) -> dict[str, int]:
     for domain in [config["data"]["in_domain"], *config["data"]["held_out"]]:
         counts[f"corpus:{domain}"] = len(load_corpus(corpus_path(config, domain)))
         counts[f"queries:{domain}"] = len(load_queries(queries_path(config, domain)))
+    if config["data"].get("alt_queries_dir"):
+        for domain in config["data"]["held_out"]:
+            counts[f"alt_queries:{domain}"] = len(load_queries(queries_path(config, domain, "alt")))
     return counts
 
 

@@ -269,7 +269,7 @@ def pretrain(train_lines: list[str], validation_lines: list[str], out_dir: str |
     special = torch.tensor(tokenizer.all_special_ids)
     lengths = [len(s) for s in sequences]
     log.info("bf16 autocast: %s", settings.bf16 and bf16_supported())
-    progress = Progress("pretrain", settings.steps, log_every=settings.log_every)
+    progress = Progress("pretrain", settings.steps, log_every=settings.log_every, start_at=step)
     recent: list[float] = []
     tokens_seen = sum(h.get("tokens", 0) for h in history)
     start = time.perf_counter()

@@ -44,7 +44,8 @@ def _schema(fields: Sequence[tuple[str, pa.DataType, bool]]) -> pa.Schema:
 
 
 GENERATIONS_SCHEMA = _schema([
-    ("query_id", _str, False), ("domain", _str, False), ("split", _str, False), ("arm", _str, False),
+    ("query_id", _str, False), ("domain", _str, False), ("split", _str, False), ("query_set", _str, False),
+    ("arm", _str, False),
     ("strategy", _str, True), ("targets", _str, True), ("adapter_id", _str, True),
     ("train_size", _int, True), ("train_steps", _int, True), ("train_seed", _int, True),
     ("statement_id", _str, False), ("locked_tokens", _int, False), ("anchor_truncated", _bool, False),
@@ -137,9 +138,9 @@ def generations_table(jsonl_paths: Iterable[str | os.PathLike[str]],
                 raise InputError(f"{where}: repeats the generation at {seen[key]} "
                                  f"({', '.join(f'{k}={v}' for k, v in zip(UNIQUE_KEYS, key))})")
             seen[key] = where
-            place = (domain, rec["split"])
+            place = (domain, rec["split"], rec["query_set"])
             if query_domain.setdefault(rec["query_id"], place) != place:
-                raise InputError(f"{where}: query {rec['query_id']!r} has domain/split {place}, elsewhere "
+                raise InputError(f"{where}: query {rec['query_id']!r} has domain/split/query set {place}, elsewhere "
                                  f"{query_domain[rec['query_id']]}")
             bases.setdefault(rec["base_sha256"], where)
             if len(bases) > 1:
@@ -163,6 +164,11 @@ def generations_table(jsonl_paths: Iterable[str | os.PathLike[str]],
         "versions": versions(),
     }
     return df
+
+
+def of_query_set(df: pd.DataFrame, query_set: str = "main") -> pd.DataFrame:
+    """The rows of one query set; figures, samples and the main comparisons use the main set."""
+    return df[df["query_set"] == query_set].reset_index(drop=True)
 
 
 def _scores(text: str, vocab: frozenset[str]) -> dict[str, Any]:
@@ -307,11 +313,30 @@ def _per_seed_table(comparisons_df: pd.DataFrame, per_seed_df: pd.DataFrame) -> 
     return lines + [""]
 
 
+def _query_sets_table(comparisons_df: pd.DataFrame, alt_df: pd.DataFrame) -> list[str]:
+    """The held-out comparisons on the main query set beside the same ones on the second set."""
+    main = {row["name"]: row for row in comparisons_df.to_dict("records")}
+    lines = [f"## Both query sets: held-out comparisons on corpus_overlap (second set: Holm over {_family(alt_df)})",
+             "", "The same adapters answering a second, independently worded set of held-out queries "
+             "(`data.alt_queries_dir`). A difference that holds on one set only depends on the wording of the "
+             "queries.", "",
+             "| comparison | N | first set a/b [CI] | first a−b | first p Holm | N | second set a/b [CI] | "
+             "second a−b | second p Holm |",
+             "|---|---:|---|---:|---:|---:|---|---:|---:|"]
+    for row in alt_df.to_dict("records"):
+        first = main[row["name"]]
+        lines.append(f"| {row['name']} | {_n(first)} | {_ratio(first)} | {_num(first['diff'], '+.3f')} | "
+                     f"{_num(first['p_holm'], '.4f')} | {_n(row)} | {_ratio(row)} | {_num(row['diff'], '+.3f')} | "
+                     f"{_num(row['p_holm'], '.4f')} |")
+    return lines + [""]
+
+
 def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
                       base_description: Mapping[str, Any] | str, content_df: pd.DataFrame,
-                      per_seed_df: pd.DataFrame | None = None) -> str:
+                      per_seed_df: pd.DataFrame | None = None, alt_df: pd.DataFrame | None = None) -> str:
     """The headline tables: comparisons (the report's figures beside ours), per training seed when
-    there are several (``bootstrap.per_seed``), the same comparisons on content-word overlap, the sweep."""
+    there are several (``bootstrap.per_seed``), the held-out comparisons on the second query set
+    when there is one, the same comparisons on content-word overlap, the sweep."""
     if isinstance(base_description, Mapping):
         base = f"`{base_description.get('path')}` (sha256 `{base_description.get('sha256')}`)"
     else:
@@ -327,6 +352,7 @@ def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
              *_comparison_table(comparisons_df), "",
              *(_per_seed_table(comparisons_df, per_seed_df) if per_seed_df is not None and max(seeds, default=1) > 1
                else []),
+             *(_query_sets_table(comparisons_df, alt_df) if alt_df is not None else []),
              f"## The same comparisons on content-word overlap (Holm over {_family(content_df)})", "",
              "corpus_overlap counted over content words only (stop words removed from the text and the "
              "vocabulary): an advantage that vanishes here is carried by function words.", "",
