@@ -138,7 +138,8 @@ def sweep_points(config: dict[str, Any]) -> list[tuple[str, int, int]]:
 
 
 def sweep_adapters(config: dict[str, Any], strategy: str, size: int, steps: int) -> list[AdapterJob]:
-    return [AdapterJob(strategy, "full", size, steps, s) for s in config["train"]["seeds"]]
+    seeds = config["sweep"].get("seeds") or config["train"]["seeds"]
+    return [AdapterJob(strategy, "full", size, steps, s) for s in seeds]
 
 
 def all_adapter_jobs(config: dict[str, Any]) -> list[AdapterJob]:
