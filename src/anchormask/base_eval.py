@@ -46,26 +46,27 @@ _SUFFIXES = (("ies", "y"), ("es", ""), ("s", ""), ("ed", ""), ("ed", "e"), ("d",
 def masked_token_scores(backbone: bb.Backbone, runtime: bb.Runtime, texts: list[str], ratio: float,
                         seed: int, batch_rows: int = 64) -> dict[str, float]:
     """Accuracy and NLL of the base's predictions at a fraction ``ratio`` of masked tokens."""
+    from anchormask.pretrain import prediction_scores
+
     tok = backbone.tokenizer
     special = torch.tensor(tok.all_special_ids)
     gen = torch.Generator().manual_seed(seed)
-    correct, nll, count = 0, 0.0, 0
-    for start in range(0, len(texts), batch_rows):
-        enc = tok(texts[start:start + batch_rows], padding=True, truncation=True,
-                  max_length=MAX_TOKENS, return_tensors="pt")
-        ids, attention = enc["input_ids"], enc["attention_mask"]
-        masked = (torch.rand(ids.shape, generator=gen) < ratio) & ~torch.isin(ids, special) & attention.bool()
-        if not masked.any():
-            continue
-        noisy = torch.where(masked, torch.full_like(ids, backbone.mask_token_id), ids)
-        rows, cols = masked.nonzero(as_tuple=True)
-        with runtime.autocast():
-            logits = backbone.logits_at(noisy.to(runtime.device), attention.to(runtime.device), rows, cols)
-        logits, target = logits.float().cpu(), ids[rows, cols]
-        correct += int((logits.argmax(-1) == target).sum())
-        nll += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
-        count += len(target)
-    return {"accuracy": correct / max(1, count), "nll": nll / max(1, count), "masked_tokens": count}
+
+    def predictions():
+        for start in range(0, len(texts), batch_rows):
+            enc = tok(texts[start:start + batch_rows], padding=True, truncation=True,
+                      max_length=MAX_TOKENS, return_tensors="pt")
+            ids, attention = enc["input_ids"], enc["attention_mask"]
+            masked = (torch.rand(ids.shape, generator=gen) < ratio) & ~torch.isin(ids, special) & attention.bool()
+            if not masked.any():
+                continue
+            noisy = torch.where(masked, torch.full_like(ids, backbone.mask_token_id), ids)
+            rows, cols = masked.nonzero(as_tuple=True)
+            with runtime.autocast():
+                logits = backbone.logits_at(noisy.to(runtime.device), attention.to(runtime.device), rows, cols)
+            yield logits.cpu(), ids[rows, cols]
+
+    return prediction_scores(predictions())
 
 
 def dictionary_words() -> frozenset[str]:
