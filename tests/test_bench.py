@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from anchormask import backbone as bb
-from anchormask import layout, masking, sampler, train
+from anchormask import layout, masking, train
 from bench import common, dag, e2e, flops, memory, stats
 from bench.common import Line
 from bench.reference import reference_train_step

@@ -1,5 +1,4 @@
 import pytest
-import torch
 
 from anchormask import backbone as bb
 from anchormask import generation, layout, sampler

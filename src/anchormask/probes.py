@@ -55,8 +55,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from anchormask import io, tables
-from anchormask.checksum import file_sha256
+from anchormask import io, provenance, tables
 from anchormask.io import InputError
 
 TARGETS = ("prefix", "anchor")
@@ -66,25 +65,21 @@ SPLITS = ("held_out", "in_domain", "all")
 _str, _int, _f64 = pa.string(), pa.int64(), pa.float64()
 
 
-def _schema(fields):
-    return pa.schema([pa.field(n, t, nullable=nl) for n, t, nl in fields])
-
-
-ATTENTION_SCHEMA = _schema([
+ATTENTION_SCHEMA = tables.arrow_schema([
     ("arm", _str, False), ("strategy", _str, True), ("targets", _str, True), ("layer", _int, False),
     ("head", _int, False), ("target", _str, False), ("mass", _f64, False), ("queries", _int, False),
     ("adapters", _int, False),
 ])
-LORA_LAYERS_SCHEMA = _schema([
+LORA_LAYERS_SCHEMA = tables.arrow_schema([
     ("arm", _str, False), ("strategy", _str, False), ("targets", _str, False), ("adapter_id", _str, False),
     ("layer", _int, False), ("kind", _str, False), ("module", _str, False), ("rank", _int, False),
     ("scaling", _f64, False), ("fro_norm", _f64, False),
 ])
-LORA_SCHEMA = _schema([
+LORA_SCHEMA = tables.arrow_schema([
     ("arm", _str, False), ("strategy", _str, False), ("targets", _str, False), ("kind", _str, False),
     ("modules", _int, False), ("fro_norm", _f64, False), ("share", _f64, False), ("adapters", _int, False),
 ])
-MASKCOUNT_SCHEMA = _schema([
+MASKCOUNT_SCHEMA = tables.arrow_schema([
     ("arm", _str, False), ("k", _int, False), ("split", _str, False), ("n", _int, False), ("mean", _f64, False),
     ("lo", _f64, False), ("hi", _f64, False), ("k0", _int, False), ("diff", _f64, False), ("diff_lo", _f64, False),
     ("diff_hi", _f64, False), ("p_below_k0", _f64, False), ("empty_fraction", _f64, False),
@@ -97,10 +92,6 @@ ATTENTION_DEFINITION = (
     "slot position left) of the mean over generated-answer positions (slot positions after the locked "
     "anchor) of the summed attention probability onto X; prefix = positions [0, slot_start) ([CLS] and "
     "[SEP] included), anchor = the locked anchor positions [slot_start, slot_start + locked)")
-
-
-def _entry(path) -> dict[str, str]:
-    return {"path": str(path), "sha256": file_sha256(path)}
 
 
 def _base_arm(arms: Sequence[str], strategies: Mapping[str, Any]) -> str | None:
@@ -262,7 +253,7 @@ def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence
     import torch
 
     from anchormask import backbone as bb
-    from anchormask import checksum, generation, provenance
+    from anchormask import checksum, generation
 
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -303,7 +294,7 @@ def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence
     df = pd.DataFrame(rows, columns=ATTENTION_SCHEMA.names)
     df.attrs["anchormask"] = {
         "table": "probe_attention", "definition": ATTENTION_DEFINITION,
-        "inputs": [_entry(p) for p in retrieval_files], "adapters": adapters_meta,
+        "inputs": [tables.file_entry(p) for p in retrieval_files], "adapters": adapters_meta,
         "base": {"path": base["path"], "sha256": base.get("sha256")}, "sampler": settings.record(),
         "seed": settings.seed, "runtime": runtime.name, "versions": provenance.versions(),
     }
@@ -496,7 +487,7 @@ def lora_layers_table(adapters: Sequence[Mapping[str, Any]],
     df = df.reset_index(drop=True)[LORA_LAYERS_SCHEMA.names]
     df.attrs["anchormask"] = {"table": "probe_lora_layers", "adapters": meta,
                               "definition": "fro_norm = ||(lora_alpha / r) * B @ A||_F per adapted module",
-                              "versions": tables.versions()}
+                              "versions": provenance.versions()}
     return df
 
 
@@ -716,17 +707,13 @@ def maskcount_figure(summary: pd.DataFrame, pdf_path, png_path) -> None:
 
 # --------------------------------------------------------------------------- summary
 
-def _fmt(x: Any, spec: str = ".3f") -> str:
-    return "n/a" if _null(x) or (isinstance(x, float) and not math.isfinite(x)) else format(float(x), spec)
-
-
 def _comparison_line(row: Mapping[str, Any]) -> str:
-    point = _fmt(row["ratio"], ".2f")
-    ratio = f"{point}{'' if point == 'n/a' else 'x'} [{_fmt(row['ratio_lo'], '.2f')}, {_fmt(row['ratio_hi'], '.2f')}]"
+    point = tables.number(row["ratio"], ".2f")
+    ratio = f"{point}{'' if point == 'n/a' else 'x'} [{tables.number(row['ratio_lo'], '.2f')}, {tables.number(row['ratio_hi'], '.2f')}]"
     report = "" if _null(row.get("report")) else f"; report: {row['report']}"
-    return (f"`{row['name']}` ({row['selector']}, N = {int(row['n'])}): {row['a']} {_fmt(row['mean_a'])} vs "
-            f"{row['b']} {_fmt(row['mean_b'])}, diff {_fmt(row['diff'], '+.3f')} [{_fmt(row['diff_lo'], '+.3f')}, "
-            f"{_fmt(row['diff_hi'], '+.3f')}], ratio {ratio}, P(a>b) = {_fmt(row['p_a_gt_b'])}{report}")
+    return (f"`{row['name']}` ({row['selector']}, N = {int(row['n'])}): {row['a']} {tables.number(row['mean_a'])} vs "
+            f"{row['b']} {tables.number(row['mean_b'])}, diff {tables.number(row['diff'], '+.3f')} [{tables.number(row['diff_lo'], '+.3f')}, "
+            f"{tables.number(row['diff_hi'], '+.3f')}], ratio {ratio}, P(a>b) = {tables.number(row['p_a_gt_b'])}{report}")
 
 
 def headline_lines(by_name: Mapping[str, Mapping[str, Any]], attention: pd.DataFrame | None,
@@ -737,8 +724,8 @@ def headline_lines(by_name: Mapping[str, Mapping[str, Any]], attention: pd.DataF
     out = []
     row = by_name.get("heldout_reverse_vs_random")
     out.append("- **1. reverse vs random**: " + (
-        f"held-out diff {_fmt(row['diff'], '+.3f')} [{_fmt(row['diff_lo'], '+.3f')}, {_fmt(row['diff_hi'], '+.3f')}], "
-        f"P(reverse > random) = {_fmt(row['p_a_gt_b'])} (N = {int(row['n'])}); row `heldout_reverse_vs_random` of "
+        f"held-out diff {tables.number(row['diff'], '+.3f')} [{tables.number(row['diff_lo'], '+.3f')}, {tables.number(row['diff_hi'], '+.3f')}], "
+        f"P(reverse > random) = {tables.number(row['p_a_gt_b'])} (N = {int(row['n'])}); row `heldout_reverse_vs_random` of "
         f"`{comp_path}`" if row is not None else f"not configured (no `heldout_reverse_vs_random` in `{comp_path}`)"))
     if attention is not None and len(attention):
         means = attention.groupby(["arm", "target"])["mass"].mean().unstack("target")
@@ -760,8 +747,8 @@ def headline_lines(by_name: Mapping[str, Mapping[str, Any]], attention: pd.DataF
         out.append("- **3. LoRA allocation**: not run")
     vo_row = by_name.get("heldout_anchorvo_vs_anchor")
     out.append("- **4. V/O ablation**: " + (
-        f"held-out anchor-vo {_fmt(vo_row['mean_a'])} vs anchor (full) {_fmt(vo_row['mean_b'])}, diff "
-        f"{_fmt(vo_row['diff'], '+.3f')} [{_fmt(vo_row['diff_lo'], '+.3f')}, {_fmt(vo_row['diff_hi'], '+.3f')}]; "
+        f"held-out anchor-vo {tables.number(vo_row['mean_a'])} vs anchor (full) {tables.number(vo_row['mean_b'])}, diff "
+        f"{tables.number(vo_row['diff'], '+.3f')} [{tables.number(vo_row['diff_lo'], '+.3f')}, {tables.number(vo_row['diff_hi'], '+.3f')}]; "
         if vo_row is not None else "") + f"see `{paths.get('ablation', 'results/figures/ablation.pdf')}`")
     if maskcount is not None and len(maskcount):
         split = "held_out" if (maskcount["split"] == "held_out").any() else "all"
@@ -819,7 +806,7 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
             p, a = means.loc[arm, "prefix"], means.loc[arm, "anchor"]
             dp = p - means.loc[base, "prefix"] if base else float("nan")
             da = a - means.loc[base, "anchor"] if base else float("nan")
-            lines.append(f"| {arm} | {p:.3f} | {a:.3f} | {_fmt(dp, '+.3f')} | {_fmt(da, '+.3f')} |")
+            lines.append(f"| {arm} | {p:.3f} | {a:.3f} | {tables.number(dp, '+.3f')} | {tables.number(da, '+.3f')} |")
         lines += ["", f"- Per layer and head: `{paths.get('attention', 'results/probes/attention.parquet')}`; "
                   f"heatmaps (per arm and arm − base): `{paths.get('attention_figure', 'results/probes/attention.pdf')}`.",
                   ""]
@@ -840,7 +827,7 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
         for arm in order_arms(list(shares.index)):
             s = {k: shares.loc[arm].get(k, np.nan) for k in KINDS}
             vo = np.nansum([s["v"], s["o"]])
-            lines.append(f"| {arm} | {targets[arm]} | " + " | ".join(_fmt(s[k]) for k in KINDS)
+            lines.append(f"| {arm} | {targets[arm]} | " + " | ".join(tables.number(s[k]) for k in KINDS)
                          + f" | {vo:.3f} | {norms[arm]:.3f} |")
         lines += ["", f"- Per layer: `{paths.get('lora_layers', 'results/probes/lora_layers.parquet')}`; per kind: "
                   f"`{paths.get('lora', 'results/probes/lora.parquet')}`; figure: "

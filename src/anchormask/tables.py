@@ -20,14 +20,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-import anchormask
-from anchormask import metric, quality
+from anchormask import metric, provenance, quality
 from anchormask.checksum import file_sha256
 from anchormask.io import InputError, atomic_path, canonical_json, read_jsonl
 
@@ -39,11 +37,11 @@ COMPRESSION_LEVEL = 9
 _str, _int, _f64, _bool = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 
 
-def _schema(fields: Sequence[tuple[str, pa.DataType, bool]]) -> pa.Schema:
+def arrow_schema(fields: Sequence[tuple[str, pa.DataType, bool]]) -> pa.Schema:
     return pa.schema([pa.field(name, typ, nullable=nullable) for name, typ, nullable in fields])
 
 
-GENERATIONS_SCHEMA = _schema([
+GENERATIONS_SCHEMA = arrow_schema([
     ("query_id", _str, False), ("domain", _str, False), ("split", _str, False), ("query_set", _str, False),
     ("arm", _str, False),
     ("strategy", _str, True), ("targets", _str, True), ("adapter_id", _str, True),
@@ -64,21 +62,16 @@ _STAT_FIELDS = [
     ("resamples", _int, False), ("confidence", _f64, False), ("seed", _int, False), ("permutations", _int, False),
     ("report", _str, True),
 ]
-COMPARISONS_SCHEMA = _schema([("name", _str, False), ("selector", _str, False), ("a", _str, False),
+COMPARISONS_SCHEMA = arrow_schema([("name", _str, False), ("selector", _str, False), ("a", _str, False),
                               ("b", _str, False), *_STAT_FIELDS])
-SWEEP_SCHEMA = _schema([("point", _str, False), ("train_size", _int, False), ("train_steps", _int, False),
+SWEEP_SCHEMA = arrow_schema([("point", _str, False), ("train_size", _int, False), ("train_steps", _int, False),
                         ("a", _str, False), ("b", _str, False), *_STAT_FIELDS])
 
 SORT_KEYS = ["arm", "split", "domain", "query_id", "train_size", "train_steps", "train_seed"]
 UNIQUE_KEYS = ("arm", "query_id", "train_size", "train_steps", "train_seed")
 
 
-def versions() -> dict[str, str]:
-    return {"anchormask": anchormask.__version__, "numpy": np.__version__, "pandas": pd.__version__,
-            "pyarrow": pa.__version__}
-
-
-def _file_entry(path: str | os.PathLike[str]) -> dict[str, str]:
+def file_entry(path: str | os.PathLike[str]) -> dict[str, str]:
     return {"path": str(path), "sha256": file_sha256(path)}
 
 
@@ -156,12 +149,12 @@ def generations_table(jsonl_paths: Iterable[str | os.PathLike[str]],
     df = df.sort_values(SORT_KEYS, kind="mergesort", na_position="first").reset_index(drop=True)
     df.attrs["anchormask"] = {
         "table": "generations",
-        "inputs": [_file_entry(p) for p in jsonl_paths],
-        "corpora": {d: _file_entry(p) | {"vocabulary": len(vocabs[d])} for d, p in sorted(corpora.items())},
+        "inputs": [file_entry(p) for p in jsonl_paths],
+        "corpora": {d: file_entry(p) | {"vocabulary": len(vocabs[d])} for d, p in sorted(corpora.items())},
         "metric": {"word_pattern": metric.WORD_PATTERN, "normalise": "lower, NFKD, combining marks dropped",
                    "stop_words": "bm25s.stopwords.STOPWORDS_EN_PLUS", "stop_word_count": len(quality.STOP_WORDS)},
         "rows": len(df),
-        "versions": versions(),
+        "versions": provenance.versions(),
     }
     return df
 
@@ -237,7 +230,8 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- headline markdown
 
-def _num(x: Any, fmt: str) -> str:
+def number(x: Any, fmt: str = ".3f") -> str:
+    """A table cell: n/a for a missing value or NaN, inf/-inf for an infinite one."""
     if x is None or x is pd.NA:
         return "n/a"
     x = float(x)
@@ -249,12 +243,12 @@ def _num(x: Any, fmt: str) -> str:
 
 
 def _ratio(row: Mapping[str, Any]) -> str:
-    ratio = _num(row['ratio'], '.2f')
-    return f"{ratio}{'x' if ratio != 'n/a' else ''} [{_num(row['ratio_lo'], '.2f')}, {_num(row['ratio_hi'], '.2f')}]"
+    ratio = number(row['ratio'], '.2f')
+    return f"{ratio}{'x' if ratio != 'n/a' else ''} [{number(row['ratio_lo'], '.2f')}, {number(row['ratio_hi'], '.2f')}]"
 
 
 def _diff(row: Mapping[str, Any]) -> str:
-    return f"{_num(row['diff'], '+.3f')} [{_num(row['diff_lo'], '+.3f')}, {_num(row['diff_hi'], '+.3f')}]"
+    return f"{number(row['diff'], '+.3f')} [{number(row['diff_lo'], '+.3f')}, {number(row['diff_hi'], '+.3f')}]"
 
 
 def _report(row: Mapping[str, Any]) -> str:
@@ -275,7 +269,7 @@ def _settings_line(df: pd.DataFrame) -> str:
 
 def _p(row: Mapping[str, Any]) -> str:
     """Permutation p-value with its Holm adjustment; exact ones carry no Monte Carlo error."""
-    return f"{_num(row['p_perm'], '.4f')} | {_num(row['p_holm'], '.4f')}"
+    return f"{number(row['p_perm'], '.4f')} | {number(row['p_holm'], '.4f')}"
 
 
 def _n(row: Mapping[str, Any]) -> str:
@@ -289,8 +283,8 @@ def _comparison_table(df: pd.DataFrame) -> list[str]:
              "|---|---|---|---|---:|---:|---:|---|---|---:|---:|---:|---|"]
     for row in df.to_dict("records"):
         lines.append(f"| {row['name']} | {row['selector']} | {row['a']} | {row['b']} | {_n(row)} | "
-                     f"{_num(row['mean_a'], '.3f')} | {_num(row['mean_b'], '.3f')} | {_ratio(row)} | {_diff(row)} | "
-                     f"{_num(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
+                     f"{number(row['mean_a'], '.3f')} | {number(row['mean_b'], '.3f')} | {_ratio(row)} | {_diff(row)} | "
+                     f"{number(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
     return lines
 
 
@@ -306,9 +300,9 @@ def _per_seed_table(comparisons_df: pd.DataFrame, per_seed_df: pd.DataFrame) -> 
              "| comparison | a/b pooled [CI] | a/b per seed | a−b per seed |", "|---|---|---|---|"]
     for row in comparisons_df.to_dict("records"):
         seeds = per_seed_df[per_seed_df["name"] == row["name"]].to_dict("records")
-        ratios = ", ".join(f"{s['seed_a'] if s['seed_a'] is not pd.NA else '-'}: {_num(s['ratio'], '.2f')}x"
+        ratios = ", ".join(f"{s['seed_a'] if s['seed_a'] is not pd.NA else '-'}: {number(s['ratio'], '.2f')}x"
                            for s in seeds)
-        diffs = ", ".join(f"{_num(s['diff'], '+.3f')}" for s in seeds)
+        diffs = ", ".join(f"{number(s['diff'], '+.3f')}" for s in seeds)
         lines.append(f"| {row['name']} | {_ratio(row)} | {ratios} | {diffs} |")
     return lines + [""]
 
@@ -325,9 +319,9 @@ def _query_sets_table(comparisons_df: pd.DataFrame, alt_df: pd.DataFrame) -> lis
              "|---|---:|---|---:|---:|---:|---|---:|---:|"]
     for row in alt_df.to_dict("records"):
         first = main[row["name"]]
-        lines.append(f"| {row['name']} | {_n(first)} | {_ratio(first)} | {_num(first['diff'], '+.3f')} | "
-                     f"{_num(first['p_holm'], '.4f')} | {_n(row)} | {_ratio(row)} | {_num(row['diff'], '+.3f')} | "
-                     f"{_num(row['p_holm'], '.4f')} |")
+        lines.append(f"| {row['name']} | {_n(first)} | {_ratio(first)} | {number(first['diff'], '+.3f')} | "
+                     f"{number(first['p_holm'], '.4f')} | {_n(row)} | {_ratio(row)} | {number(row['diff'], '+.3f')} | "
+                     f"{number(row['p_holm'], '.4f')} |")
     return lines + [""]
 
 
@@ -363,8 +357,8 @@ def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
              "|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|"]
     for row in sweep_df.to_dict("records"):
         lines.append(f"| {int(row['train_size'])} | {int(row['train_steps'])} | {_n(row)} | "
-                     f"{_num(row['mean_a'], '.3f')} | {_num(row['mean_b'], '.3f')} | {_ratio(row)} | {_diff(row)} | "
-                     f"{_num(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
+                     f"{number(row['mean_a'], '.3f')} | {number(row['mean_b'], '.3f')} | {_ratio(row)} | {_diff(row)} | "
+                     f"{number(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
     conf = sorted(set(comparisons_df["confidence"])) if len(comparisons_df) else []
     lines += ["", "## Notes", "",
               f"- Base: {base}.",

@@ -8,7 +8,7 @@ import json
 import logging
 from pathlib import Path
 
-from anchormask import bootstrap, runlog, tables
+from anchormask import bootstrap, provenance, runlog, tables
 from anchormask.checksum import file_sha256
 
 
@@ -38,7 +38,7 @@ def main(smk):
             raise ValueError(f"params.kind must be 'comparisons' or 'sweep', got {kind!r}")
         meta = {"table": kind, "metric": metric, "query_set": spec["query_set"],
                 "inputs": [{"path": str(smk.input[0]), "sha256": file_sha256(smk.input[0])}],
-                "settings": settings, "versions": tables.versions()}
+                "settings": settings, "versions": provenance.versions()}
         tables.write_parquet(out, path, schema, metadata=meta)
         logging.info("wrote %s: %d rows of %s", path, len(out), metric)
 
