@@ -717,10 +717,9 @@ def _comparison_line(row: Mapping[str, Any]) -> str:
 
 
 def headline_lines(by_name: Mapping[str, Mapping[str, Any]], attention: pd.DataFrame | None,
-                   lora: pd.DataFrame | None, maskcount: pd.DataFrame | None,
-                   arms: Mapping[str, Mapping[str, Any]], paths: Mapping[str, str]) -> list[str]:
+                   lora: pd.DataFrame | None, maskcount: pd.DataFrame | None, paths: Mapping[str, str]) -> list[str]:
     """One bullet per probe (1 reverse vs random, 2 attention, 3 LoRA, 4 V/O ablation, 5 mask count)."""
-    comp_path = paths.get("comparisons", "results/stats/comparisons.parquet")
+    comp_path = paths["comparisons"]
     out = []
     row = by_name.get("heldout_reverse_vs_random")
     out.append("- **1. reverse vs random**: " + (
@@ -735,21 +734,21 @@ def headline_lines(by_name: Mapping[str, Mapping[str, Any]], attention: pd.DataF
                                                        if base and a != base else "")
                  for a in means.index if a in ("base", "anchor", "random") or a == base]
         out.append("- **2. attention**: mass onto the locked anchor, mean over layers and heads (Δ vs "
-                   f"{base or 'base'}): " + ", ".join(parts) + f"; `{paths.get('attention_figure', '')}`")
+                   f"{base or 'base'}): " + ", ".join(parts) + f"; `{paths['attention_figure']}`")
     else:
         out.append("- **2. attention**: not run")
     if lora is not None and len(lora):
         full = lora[lora["targets"] == "full"]
         vo = full[full["kind"].isin(["v", "o"])].groupby("arm")["share"].sum()
         out.append("- **3. LoRA allocation**: V+O share of Σ‖ΔW‖² in the full-target adapters: "
-                   + ", ".join(f"{a} {v:.3f}" for a, v in vo.items()) + f"; `{paths.get('lora_figure', '')}`")
+                   + ", ".join(f"{a} {v:.3f}" for a, v in vo.items()) + f"; `{paths['lora_figure']}`")
     else:
         out.append("- **3. LoRA allocation**: not run")
     vo_row = by_name.get("heldout_anchorvo_vs_anchor")
     out.append("- **4. V/O ablation**: " + (
         f"held-out anchor-vo {tables.number(vo_row['mean_a'])} vs anchor (full) {tables.number(vo_row['mean_b'])}, diff "
         f"{tables.number(vo_row['diff'], '+.3f')} [{tables.number(vo_row['diff_lo'], '+.3f')}, {tables.number(vo_row['diff_hi'], '+.3f')}]; "
-        if vo_row is not None else "") + f"see `{paths.get('ablation', 'results/figures/ablation.pdf')}`")
+        if vo_row is not None else "") + f"see `{paths['ablation']}`")
     if maskcount is not None and len(maskcount):
         split = "held_out" if (maskcount["split"] == "held_out").any() else "all"
         part = maskcount[maskcount["split"] == split]
@@ -758,7 +757,7 @@ def headline_lines(by_name: Mapping[str, Mapping[str, Any]], attention: pd.DataF
         out.append(f"- **5. mask count**: {split.replace('_', '-')} Δ mean corpus_overlap from k = "
                    f"{int(part['k0'].iloc[0])} to k = {kmax}: "
                    + ", ".join(f"{r['arm']} {r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]"
-                               for r in top.to_dict("records")) + f"; `{paths.get('maskcount_md', '')}`")
+                               for r in top.to_dict("records")) + f"; `{paths['maskcount_md']}`")
     else:
         out.append("- **5. mask count**: not run")
     return out
@@ -774,7 +773,7 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
     comp = comparisons if comparisons is not None else pd.DataFrame(columns=["name", "a", "b"])
     by_name = {r["name"]: r for r in comp.to_dict("records")}
     lines += ["## Headlines (one line per probe)", ""]
-    lines += headline_lines(by_name, attention, lora, maskcount, arms, paths)
+    lines += headline_lines(by_name, attention, lora, maskcount, paths)
     lines.append("")
 
     lines += ["## 1. Direction of asymmetry: reverse vs random", ""]
@@ -784,7 +783,7 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
         row = rows[0] if rows else None
     if row is not None:
         lines += [f"- {_comparison_line(row)}.",
-                  f"- Source: `{paths.get('comparisons', 'results/stats/comparisons.parquet')}` (also in "
+                  f"- Source: `{paths['comparisons']}` (also in "
                   "`results/tables/headline.md`)."]
     else:
         lines.append("- No reverse vs random comparison is configured (`statistics.comparisons`).")
@@ -807,12 +806,12 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
             dp = p - means.loc[base, "prefix"] if base else float("nan")
             da = a - means.loc[base, "anchor"] if base else float("nan")
             lines.append(f"| {arm} | {p:.3f} | {a:.3f} | {tables.number(dp, '+.3f')} | {tables.number(da, '+.3f')} |")
-        lines += ["", f"- Per layer and head: `{paths.get('attention', 'results/probes/attention.parquet')}`; "
-                  f"heatmaps (per arm and arm − base): `{paths.get('attention_figure', 'results/probes/attention.pdf')}`.",
+        lines += ["", f"- Per layer and head: `{paths['attention']}`; "
+                  f"heatmaps (per arm and arm − base): `{paths['attention_figure']}`.",
                   ""]
     else:
         lines += ["- Not run (`probes.attention_arms` is empty) or not available for this model (the reason is "
-                  f"in the metadata of `{paths.get('attention', 'results/probes/attention.parquet')}`).", ""]
+                  f"in the metadata of `{paths['attention']}`).", ""]
 
     lines += ["## 3. LoRA weight allocation", ""]
     if lora is not None and len(lora):
@@ -829,9 +828,9 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
             vo = np.nansum([s["v"], s["o"]])
             lines.append(f"| {arm} | {targets[arm]} | " + " | ".join(tables.number(s[k]) for k in KINDS)
                          + f" | {vo:.3f} | {norms[arm]:.3f} |")
-        lines += ["", f"- Per layer: `{paths.get('lora_layers', 'results/probes/lora_layers.parquet')}`; per kind: "
-                  f"`{paths.get('lora', 'results/probes/lora.parquet')}`; figure: "
-                  f"`{paths.get('lora_figure', 'results/probes/lora.pdf')}`.", ""]
+        lines += ["", f"- Per layer: `{paths['lora_layers']}`; per kind: "
+                  f"`{paths['lora']}`; figure: "
+                  f"`{paths['lora_figure']}`.", ""]
     else:
         lines += ["- Not run (no adapter arms).", ""]
 
@@ -842,7 +841,7 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
         lines.append(f"- {_comparison_line(r)}.")
     if not ablation:
         lines.append("- No comparison involving a vo or qk arm is configured (`statistics.comparisons`).")
-    lines += [f"- Figure: `{paths.get('ablation', 'results/figures/ablation.pdf')}` (full / vo / qk for anchor and "
+    lines += [f"- Figure: `{paths['ablation']}` (full / vo / qk for anchor and "
               "random, held-out pooled, base as reference).", ""]
 
     lines += ["## 5. Mask-count robustness (seed 002)", ""]
@@ -861,9 +860,9 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
             lines.append(f"- {arm}: {a0['mean']:.3f} -> {am['mean']:.3f}, Δ {am['diff']:+.3f} "
                          f"[{am['diff_lo']:+.3f}, {am['diff_hi']:+.3f}], P(Δ<0) = {am['p_below_k0']:.3f} "
                          f"(N = {int(am['n'])}).")
-        lines += [f"- Table: `{paths.get('maskcount_md', 'results/probes/maskcount.md')}` "
-                  f"(`{paths.get('maskcount', 'results/probes/maskcount.parquet')}`); figure: "
-                  f"`{paths.get('maskcount_figure', 'results/probes/maskcount.pdf')}`.", ""]
+        lines += [f"- Table: `{paths['maskcount_md']}` "
+                  f"(`{paths['maskcount']}`); figure: "
+                  f"`{paths['maskcount_figure']}`.", ""]
     else:
         lines += ["- Not run (`probes.maskcount_k` or its arms are empty).", ""]
     return "\n".join(lines)
