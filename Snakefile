@@ -38,3 +38,7 @@ rule all:
     default_target: True
     input:
         default_targets(),
+
+
+# After every rule is defined: each rule's `code` param is its own script's import-closure digest.
+check_code_params()

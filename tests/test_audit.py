@@ -261,3 +261,29 @@ def test_6_training_killed_by_sigkill_leaves_nothing_complete_and_resumes_identi
     result = audit.compare_manifests(anchor_rerun.after, audit.build_manifest("results", repo))
     assert not result["changed"] and not result["added"] and not result["removed"], result
     assert not list(adapters.glob(f".tmp-{victim}-*"))
+
+
+# What an edit of one library module must plan (rules whose `code` param changes): the rules whose
+# scripts import the module, directly or through other modules; none for a module no rule of the
+# default target imports. verify.py is the case the hand-written lists missed.
+MODULE_EDITS = {
+    "verify.py": {"verify_base"},
+    "families.py": {"train_adapter", "generate_arm", "generate_sweep", "probe_maskcount_generate",
+                    "probe_attention", "probe_lora", "probe_maskcount", "probe_summary"},
+    "pretrain.py": set(),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", sorted(MODULE_EDITS))
+def test_7_a_module_edit_plans_exactly_the_rules_that_import_it(tiny_study, tmp_path, module):
+    repo = copy_study(tiny_study, tmp_path / "repo")
+    source = repo / "src" / "anchormask" / module
+    source.write_text(source.read_text() + "\n# edited\n")
+    start = time.monotonic()
+    jobs = dry_run(repo)
+    report(f"7 edit of {module}", jobs, time.monotonic() - start)
+    assert {j.rule for j in jobs if j.reason.startswith("Params have changed")} == MODULE_EDITS[module]
+    assert all(j.reason.startswith(("Params have changed", "Input files updated by another job")) for j in jobs)
+    if not MODULE_EDITS[module]:
+        assert jobs == []

@@ -6,8 +6,6 @@ localrules:
     samples,
 
 
-ANALYSIS_CODE = code_digest("metric", "quality", "tables", "bootstrap", "io", "provenance")
-
 
 rule aggregate:
     input:
@@ -17,7 +15,7 @@ rule aggregate:
         "results/tables/generations.parquet",
     params:
         domains=as_json(DOMAINS),
-        code=ANALYSIS_CODE,
+        code=code_digest_of("aggregate.py"),
     log:
         "results/logs/aggregate.log",
     benchmark:
@@ -39,7 +37,7 @@ rule aggregate_sweep:
         "results/tables/sweep.parquet",
     params:
         domains=as_json(DOMAINS),
-        code=ANALYSIS_CODE,
+        code=code_digest_of("aggregate.py"),
     log:
         "results/logs/aggregate_sweep.log",
     benchmark:
@@ -63,7 +61,7 @@ rule statistics:
         kind="comparisons",
         metrics=as_json(["overlap", "content_overlap"]),
         settings=statistics_settings("comparisons"),
-        code=ANALYSIS_CODE,
+        code=code_digest_of("statistics.py"),
     log:
         "results/logs/statistics.log",
     benchmark:
@@ -86,7 +84,7 @@ rule statistics_sweep:
         kind="sweep",
         metrics=as_json(["overlap"]),
         settings=statistics_settings("sweep"),
-        code=ANALYSIS_CODE,
+        code=code_digest_of("statistics.py"),
     log:
         "results/logs/statistics_sweep.log",
     benchmark:
@@ -115,7 +113,7 @@ rule headline:
     params:
         base=as_json({"path": BASE["path"], "sha256": BASE["sha256"]}),
         comparisons=as_json(config["statistics"]["comparisons"]),
-        code=ANALYSIS_CODE,
+        code=code_digest_of("headline.py"),
     log:
         "results/logs/headline.log",
     benchmark:
@@ -141,7 +139,7 @@ rule samples:
         ),
     params:
         settings=as_json({"arms": ARMS, "domains": DOMAINS, "per_domain": 2}),
-        code=code_digest("samples", "tables", "metric", "quality", "io", "provenance"),
+        code=code_digest_of("samples.py"),
     log:
         "results/logs/samples.log",
     benchmark:

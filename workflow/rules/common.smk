@@ -8,6 +8,7 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
+from anchormask import codedigest
 from anchormask import config as study
 from anchormask import data as study_data
 from anchormask import io as study_io
@@ -19,6 +20,7 @@ validate(config, "../schemas/config.schema.yaml")
 DATA_COUNTS = study_data.check_all(config)
 
 PACKAGE = Path(workflow.basedir) / "src" / "anchormask"
+SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
 ENV = "../../envs/anchormask.yaml"
 BASE = config["base"]
 VERIFIED = "results/base/verified.json"
@@ -27,16 +29,23 @@ ARMS = list(config["arms"])
 SWEEP = study.sweep_points(config)
 
 
-def code_digest(*modules):
-    """SHA-256 of the library modules that a job runs.
+def code_digest_of(script):
+    """The `code` param of the rules that run workflow/scripts/<script>, the SHA-256 of the package modules
+    in the script's import closure (anchormask.codedigest).
 
-    Snakemake's code trigger sees only the script file of a job, so every job carries this
-    digest in its params; editing one module reruns exactly the jobs that import it.
+    Snakemake's code trigger sees only the script file, so every job carries this digest in its
+    params; editing a module reruns exactly the jobs whose scripts import it, directly or not.
     """
-    digest = hashlib.sha256()
-    for name in sorted(set(modules)):
-        digest.update(name.encode() + b"\0" + (PACKAGE / f"{name}.py").read_bytes())
-    return digest.hexdigest()
+    return codedigest.script_code_digest(SCRIPTS / script, PACKAGE)
+
+
+def check_code_params():
+    """Every rule that runs a script carries that script's digest as its `code` param (called at the
+    end of the Snakefile): a rule whose param names another script's closure would miss edits."""
+    wrong = [f"params.code of {r.name} must be code_digest_of({Path(r.script).name!r})" for r in workflow.rules
+             if r.script and r.params.get("code") != code_digest_of(Path(r.script).name)]
+    if wrong:
+        raise study_io.InputError("workflow/rules/*.smk: " + "; ".join(wrong))
 
 
 def as_json(obj):
