@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from anchormask import audit
-from anchormask.checksum import directory_sha256
+from anchormask.checksum import directory_sha256, file_sha256
 from anchormask.cli import main as cli
 from helpers import snakemake, snakemake_cli
 
@@ -146,6 +146,53 @@ def test_manifest_and_compare_on_a_synthetic_tree(tmp_path, capsys):
     assert "changed: 1\nunchanged: 1\nadded: 1\nremoved: 0\nvolatile_changed: 1" in out
     assert cli(["hash", str(tmp_path / "results/adapters/a1")]) == 0
     assert capsys.readouterr().out.strip() == directory_sha256(tmp_path / "results/adapters/a1")
+
+
+def _synthetic_study(root: Path) -> tuple[str, str]:
+    """An adapter, a small retrieval file and one generation file built from both, with metadata."""
+    from anchormask import adapters
+
+    adapter, retrieval, generation = ("results/adapters/anchor_full_n8_s3_seed42", "results/retrieval/law.jsonl",
+                                      "results/generations/anchor.jsonl")
+    (root / adapter).mkdir(parents=True)
+    for name in adapters.HASHED_FILES:
+        (root / adapter / name).write_bytes(name.encode() * 50)
+    (root / adapter / "provenance.json").write_text(json.dumps({"job": {"id": "x"},
+                                                                 "files": adapters.file_hashes(root / adapter)}))
+    for path, text in ((retrieval, '{"q": 1}\n'), (generation, '{"g": 1}\n')):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    meta = root / ".snakemake/metadata"
+    meta.mkdir(parents=True)
+    records = {generation: {"rule": "generate_arm", "input": [adapter, retrieval],
+                            "input_checksums": {retrieval: "sha256:" + file_sha256(root / retrieval)}},
+               adapter: {"rule": "train_adapter", "input": ["data/train/pairs.jsonl"]}}
+    for out, record in records.items():
+        (meta / urlsafe_b64encode(out.encode()).decode()).write_text(json.dumps(record))
+    return adapter, retrieval
+
+
+def test_audit_check_reports_missing_and_altered_intermediates(tmp_path, capsys):
+    """Fast: a deleted or altered adapter and a changed input, with the outputs built from them."""
+    adapter, retrieval = _synthetic_study(tmp_path)
+    (tmp_path / "data/train").mkdir(parents=True)
+    (tmp_path / "data/train/pairs.jsonl").write_text("{}\n")
+    check = ["audit", "check", "--workdir", str(tmp_path)]
+    assert cli(check) == 0 and "unaltered" in capsys.readouterr().out
+    weights = tmp_path / adapter / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + b"X")
+    (tmp_path / retrieval).write_text('{"q": 2}\n')
+    assert cli(check) == 1
+    out = capsys.readouterr().out
+    assert f"{adapter}: adapter_model.safetensors" in out and "altered or truncated" in out
+    assert f"{retrieval}: changed since results/generations/anchor.jsonl was built" in out
+    assert f"fix: snakemake --cores 1 --forcerun {adapter}" in out
+    shutil.rmtree(tmp_path / adapter)
+    assert cli(check) == 1
+    out = capsys.readouterr().out
+    assert f"{adapter}: the adapter folder is missing\n    used by 1 output(s): results/generations/anchor.jsonl" in out
+    (tmp_path / "data/train/pairs.jsonl").unlink()  # an input of an output that is gone: not reported
+    assert "pairs.jsonl" not in (cli(check), capsys.readouterr().out)[1]
 
 
 @pytest.mark.slow
@@ -287,3 +334,51 @@ def test_7_a_module_edit_plans_exactly_the_rules_that_import_it(tiny_study, tmp_
     assert all(j.reason.startswith(("Params have changed", "Input files updated by another job")) for j in jobs)
     if not MODULE_EDITS[module]:
         assert jobs == []
+
+
+SWEEP_ADAPTER = "results/adapters/anchor_full_n8_s3_seed42"  # used by one sweep generation only: cheap to rebuild
+SWEEP_GENERATION = "results/generations/sweep/anchor_n8_s3.jsonl"
+
+
+def _rebuild_as_told(repo: Path, message: str) -> None:
+    """Run the command an error or the audit suggests, with this study's config file."""
+    command = re.search(r"snakemake --cores 1 --forcerun (\S+)", message)
+    assert command, message
+    snakemake(repo, "--cores", "2", "--configfile", TINY, "--forcerun", command.group(1))
+
+
+@pytest.mark.slow
+def test_8_a_deleted_adapter_is_reported_by_the_audit_and_its_fix_works(tiny_study, tmp_path, capsys):
+    repo = copy_study(tiny_study, tmp_path / "repo")
+    before = audit.build_manifest("results", repo)
+    shutil.rmtree(repo / SWEEP_ADAPTER)
+    assert dry_run(repo) == []  # Snakemake accepts a missing intermediate: hence the audit
+    capsys.readouterr()
+    assert cli(["audit", "check", "--workdir", str(repo)]) == 1
+    out = capsys.readouterr().out
+    print(f"\n[audit] 8 deleted adapter:\n{out}")
+    assert f"{SWEEP_ADAPTER}: the adapter folder is missing" in out and SWEEP_GENERATION in out
+    _rebuild_as_told(repo, out)
+    assert cli(["audit", "check", "--workdir", str(repo)]) == 0
+    result = audit.compare_manifests(before, audit.build_manifest("results", repo))
+    assert not result["changed"] and not result["added"] and not result["removed"], result
+
+
+@pytest.mark.slow
+def test_9_a_flipped_byte_stops_generation_naming_the_adapter_and_the_fix_works(tiny_study, tmp_path):
+    repo = copy_study(tiny_study, tmp_path / "repo")
+    before = audit.build_manifest("results", repo)
+    weights = repo / SWEEP_ADAPTER / "adapter_model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    weights.write_bytes(bytes(data))
+    proc = snakemake(repo, "--cores", "1", "--configfile", TINY, "--forcerun", SWEEP_GENERATION, SWEEP_GENERATION,
+                     check=False)
+    log = (repo / "results/logs/generate/sweep_anchor_n8_s3.log").read_text()
+    print(f"\n[audit] 9 flipped byte: {log.strip().splitlines()[-1]}")
+    assert proc.returncode != 0
+    assert f"adapter {SWEEP_ADAPTER}: adapter_model.safetensors" in log and "altered or truncated" in log
+    assert not (repo / SWEEP_GENERATION).exists()
+    _rebuild_as_told(repo, log)
+    result = audit.compare_manifests(before, audit.build_manifest("results", repo))
+    assert not result["changed"] and not result["added"] and not result["removed"], result

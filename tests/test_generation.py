@@ -51,7 +51,7 @@ def test_arm_records_follow_the_schema_and_name_their_adapter(tiny_model_dir, ti
 
 def test_missing_adapter_is_named_before_generation(tiny_model_dir, retrieved, tmp_path):
     base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "device": "cpu"}
-    with pytest.raises(Exception, match="adapter is missing"):
+    with pytest.raises(Exception, match="empty: adapter_config.json is missing.*--forcerun"):
         (tmp_path / "empty").mkdir()
         generation.run_arm(arm="anchor", strategy="anchor", targets="full", adapters=[str(tmp_path / "empty")],
                            retrieval_files=[str(retrieved)], out=str(tmp_path / "x.jsonl"), base=base,

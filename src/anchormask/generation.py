@@ -10,7 +10,8 @@ from typing import Any
 import torch
 
 from anchormask import backbone as bb
-from anchormask import checksum, io, layout, provenance, sampler, train
+from anchormask import checksum, io, layout, provenance, sampler
+from anchormask.adapters import PROVENANCE, verify as verify_adapter
 from anchormask.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ def load_adapted(base_path: str, adapter_dir: str | None, *, trust_remote_code: 
     if adapter_dir is not None:
         from peft import PeftModel
 
-        train.check_adapter(adapter_dir)
+        verify_adapter(adapter_dir)  # a flipped byte or a truncated file is named here, not used
         backbone.model = PeftModel.from_pretrained(backbone.model, adapter_dir).merge_and_unload()
     backbone.model.eval()
     return backbone
@@ -108,7 +109,7 @@ def run_arm(*, arm: str, strategy: str | None, targets: str | None, adapters: li
 
 def _identity(arm: str, strategy: str | None, targets: str | None, adapter: str | None,
               base: dict[str, Any]) -> dict[str, Any]:
-    job = io.read_json(Path(adapter) / "provenance.json")["job"] if adapter else {}
+    job = io.read_json(Path(adapter) / PROVENANCE)["job"] if adapter else {}
     return {
         "arm": arm, "strategy": strategy, "targets": targets, "train_size": job.get("size"),
         "train_steps": job.get("steps"), "train_seed": job.get("seed"), "adapter_id": job.get("id"),
