@@ -6,6 +6,11 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
+from anchormask.config import yaml_file
+
+# Snakemake's own message for a YAML syntax error names neither the line nor the problem.
+yaml_file("config.yaml")
+
 
 configfile: "config.yaml"
 

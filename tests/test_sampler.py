@@ -127,3 +127,18 @@ def test_blocks_are_decoded_left_to_right_with_a_share_of_the_steps(tiny):
     after_first_block = seen[2].masked[0, start:start + 12]
     assert not after_first_block[:4].any() and after_first_block[4:].all()
     assert res.slot_ids[:2] == [10, 11]
+
+
+def test_a_sequence_longer_than_the_model_allows_is_named_before_any_forward(tiny):
+    from anchormask.io import InputError
+
+    backbone, runtime = tiny  # max_position_embeddings 96
+    reqs = requests(backbone)
+    longest = max(reqs, key=lambda r: len(r.prompt_ids))
+    fits = 96 - len(longest.prompt_ids) - 4
+    sampler.generate(backbone, runtime, reqs, sampler.SamplerSettings(answer_len=fits, steps=1, extra_masks=4))
+    with pytest.raises(InputError, match=rf"query {longest.query_id}: prompt \({len(longest.prompt_ids)} tokens\) "
+                                         rf"\+ generation.answer_len \({fits + 1}\) \+ extra masks \(4\) = 97 positions, "
+                                         rf"more than the base allows \(max_position_embeddings = 96 in .*config.json\); "
+                                         rf"lower generation.answer_len .* to at most {fits}"):
+        sampler.generate(backbone, runtime, reqs, sampler.SamplerSettings(answer_len=fits + 1, steps=1, extra_masks=4))

@@ -66,10 +66,15 @@ def generation_records(backbone: bb.Backbone, runtime: bb.Runtime, retrieved: li
                        settings: sampler.SamplerSettings, identity: dict[str, Any],
                        on_batch=None) -> list[dict[str, Any]]:
     tok = backbone.tokenizer
-    results = sampler.generate(backbone, runtime, requests_for(backbone, retrieved), settings, on_batch=on_batch)
+    requests = requests_for(backbone, retrieved)
+    results = sampler.generate(backbone, runtime, requests, settings, on_batch=on_batch)
     end_id = backbone.ids.end
     records = []
-    for query, result in zip(retrieved, results):
+    for query, request, result in zip(retrieved, requests, results):
+        if result.anchor_truncated:
+            log.warning("query %s: anchor truncated from %d to %d tokens (generation.answer_len %d leaves room for "
+                        "one generated token); the record says anchor_truncated", query["query_id"],
+                        len(request.anchor_ids), result.locked, settings.answer_len)
         tail = post_anchor_ids(result, end_id)
         post_text, mid_word = split_post_anchor(tok, result.slot_ids, result.locked, tail)
         records.append({

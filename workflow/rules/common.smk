@@ -1,6 +1,5 @@
 # Configuration checks, wildcard constraints and the helpers every stage uses.
 
-import hashlib
 import json
 import math
 import os
@@ -13,10 +12,24 @@ from anchormask import config as study
 from anchormask import data as study_data
 from anchormask import io as study_io
 
-# Our validator first (its messages name the key and the allowed values), then Snakemake's,
-# which also fills in the schema's defaults.
-study.validate(config, "config.yaml")
+
+def config_layers():
+    """config.yaml, each --configfile and --config, in Snakemake's merge order: errors name the one
+    that set the bad value."""
+    settings = workflow.config_settings
+    files = [(os.path.relpath(f), study.yaml_file(f)) for f in settings.configfiles]
+    return study.ConfigLayers((("config.yaml", study.yaml_file("config.yaml")), *files,
+                               ("--config", dict(settings.config or {}))))
+
+
+# --config values arrive as strings below the top level ('train={rank: 8}' gives '8'): typed first.
+study.apply_override_types(config, dict(workflow.config_settings.config or {}))
+CONFIG_SOURCES = config_layers().source_of
+# Our validator first (its messages name the source, the key and the allowed values), then
+# Snakemake's, which also fills in the schema's defaults; then every data file and the base's limits.
+study.validate(config, CONFIG_SOURCES)
 validate(config, "../schemas/config.schema.yaml")
+study.check_base(config, CONFIG_SOURCES)
 DATA_COUNTS = study_data.check_all(config)
 
 PACKAGE = Path(workflow.basedir) / "src" / "anchormask"

@@ -12,12 +12,12 @@ PROBES = config.get("probes") or {}
 ADAPTER_ARMS = [a for a in ARMS if config["arms"][a]["strategy"] is not None]
 ATTENTION_ARMS = list(PROBES.get("attention_arms", [a for a in (
     "base", "anchor", "random", "anchor-vo", "anchor-qk", "random-vo", "random-qk") if a in ARMS]))
-MASKCOUNT_K = sorted(set(int(k) for k in PROBES.get("maskcount_k", [0, 8, 16, 32])))
+MASKCOUNT_K = sorted(set(int(k) for k in PROBES.get("maskcount_k", study.DEFAULT_MASKCOUNT_K)))
 MASKCOUNT_ARMS = [a for a in ("base", "anchor", "random") if a in ARMS]
 _UNKNOWN_ARMS = [a for a in ATTENTION_ARMS if a not in ARMS]
 if _UNKNOWN_ARMS:
-    raise ValueError(f"config.yaml: probes.attention_arms: unknown arm(s) {', '.join(_UNKNOWN_ARMS)}; "
-                     f"arms: {', '.join(ARMS)}")
+    raise study.ConfigError(f"{CONFIG_SOURCES(('probes', 'attention_arms'))}: probes.attention_arms: unknown "
+                            f"arm(s) {', '.join(_UNKNOWN_ARMS)}; arms: {', '.join(ARMS)}")
 PROBE_FILES = {
     "comparisons": "results/stats/comparisons.parquet",
     "attention": "results/probes/attention.parquet",
