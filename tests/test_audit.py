@@ -300,10 +300,11 @@ def test_6_training_killed_by_sigkill_leaves_nothing_complete_and_resumes_identi
     print(f"\n[audit] 6 SIGKILL inside training of {victim}: left {left}")
     assert not (adapters / victim).exists()
     assert all(name.startswith(".tmp-") for name in left)
+    # The README's sequence after an interrupted run: --unlock, then the same command with --rerun-incomplete.
     snakemake(repo, "--unlock", "--configfile", TINY)  # SIGKILL leaves Snakemake's lock behind
     resumed = dry_run(repo, anchor_rerun.overlay)
     assert victim in {Path(j.output[0]).name for j in resumed if j.rule == "train_adapter"}
-    snakemake(repo, *args)
+    snakemake(repo, *args, "--rerun-incomplete")
     report("6 resumed after SIGKILL", resumed, time.monotonic() - start)
     result = audit.compare_manifests(anchor_rerun.after, audit.build_manifest("results", repo))
     assert not result["changed"] and not result["added"] and not result["removed"], result
