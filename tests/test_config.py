@@ -40,6 +40,7 @@ def test_enum_errors_list_the_allowed_values(default):
     cfg["train"]["loss"] = "mse"
     message = problems_of(cfg)
     assert "train.loss" in message and "'llada'" in message
+    assert "arms.anchor.strategy: 'forward' is not allowed; allowed values: 'anchor', 'random', 'reverse', null" in message
 
 
 def test_cross_key_checks(default):

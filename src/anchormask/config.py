@@ -43,6 +43,20 @@ def _allowed_keys(schema: dict, root: dict) -> list[str]:
     return sorted(keys)
 
 
+def _choices(alternatives: list[dict], root: dict) -> list[str]:
+    """The allowed values of a oneOf / anyOf made of enums and null (arms.*.strategy), as written in YAML."""
+    found = []
+    for part in alternatives:
+        part = _resolve(part, root)
+        if "enum" in part:
+            found += [repr(v) for v in part["enum"]]
+        elif part.get("type") == "null":
+            found.append("null")
+        else:
+            return []
+    return found
+
+
 def _describe(error, root: dict) -> str:
     validator, value = error.validator, error.validator_value
     if validator == "enum":
@@ -50,6 +64,8 @@ def _describe(error, root: dict) -> str:
     if validator in ("additionalProperties", "unevaluatedProperties"):
         allowed = _allowed_keys(error.schema, root)
         return f"{error.message}; allowed keys here: {', '.join(allowed) or '(none)'}"
+    if validator in ("oneOf", "anyOf") and _choices(value, root):
+        return f"{error.instance!r} is not allowed; allowed values: {', '.join(_choices(value, root))}"
     if validator == "minItems" and not error.instance:
         return "an empty list; give at least one value"
     if validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
