@@ -331,7 +331,7 @@ def test_7_a_module_edit_plans_exactly_the_rules_that_import_it(tiny_study, tmp_
     start = time.monotonic()
     jobs = dry_run(repo)
     report(f"7 edit of {module}", jobs, time.monotonic() - start)
-    assert {j.rule for j in jobs if j.reason.startswith("Params have changed")} == MODULE_EDITS[module]
+    assert {j.rule for j in jobs if "Params have changed" in j.reason} == MODULE_EDITS[module]
     assert all(j.reason.startswith(("Params have changed", "Input files updated by another job")) for j in jobs)
     if not MODULE_EDITS[module]:
         assert jobs == []
