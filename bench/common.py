@@ -169,17 +169,9 @@ def repo_path(path: str) -> Path:
 
 def retrieved_queries(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     """Every query of the study with its retrieved locus statement, as results/retrieval/ holds them."""
-    from anchormask import config, data, retrieval
+    from anchormask import config, retrieval
 
-    records = []
-    for domain in config.domains(cfg):
-        queries = data.load_queries(repo_path(str(data.queries_path(cfg, domain))),
-                                    cfg["data"].get("max_queries_per_domain"))
-        corpus = data.load_corpus(repo_path(str(data.corpus_path(cfg, domain))))
-        split = config.split_of(cfg, domain)
-        records += [{"domain": domain, "split": split, **r}
-                    for r in retrieval.retrieve(queries, corpus, **cfg["retrieval"])]
-    return records
+    return [r for domain in config.domains(cfg) for r in retrieval.study_anchors(cfg, domain, root=REPO)]
 
 
 def base_dir(cfg: dict[str, Any]) -> Path:

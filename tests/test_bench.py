@@ -11,19 +11,15 @@ import pytest
 import torch
 
 from anchormask import backbone as bb
-from anchormask import layout, masking, sampler, train
+from anchormask import layout, masking, train
 from bench import common, dag, e2e, flops, memory, stats
 from bench.common import Line
-from bench.reference import num_transfer_tokens, reference_generate, reference_train_step
+from bench.reference import reference_train_step
 from helpers import tiny_train_settings
 
 PAIRS = [("Which river flows into the sea?", "The river flows north into the sea."),
          ("What is the deepest lake?", "The deepest lake in the world is in the north of the country."),
          ("Where is the capital?", "The capital is in the south.")]
-QUESTIONS = ["Which river flows into the sea?", "What is the deepest lake?", "Where is the capital city?",
-             "Which planet is the largest?"]
-ANCHORS = ["the river flows north", "the deepest lake is in the north of the world", "the capital",
-           "the largest planet of the sun is in the east of the world and the west of the sea"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -100,31 +96,6 @@ def test_reference_train_step_pads_to_the_configured_length(tiny):
     reference_train_step(spy, encoded(backbone), seq_len=40, strategy="anchor", low=0.5, high=0.9,
                          mask_id=backbone.mask_token_id, pad_id=0, generator=torch.Generator().manual_seed(0))
     assert seen["shape"] == (len(PAIRS), 40)
-
-
-@pytest.mark.parametrize("answer_len,steps,block_len", [(16, 4, 0), (24, 8, 0), (12, 12, 0), (24, 8, 8), (20, 6, 8)])
-def test_reference_sampler_writes_the_project_samplers_tokens(tiny, answer_len, steps, block_len):
-    backbone, runtime = tiny
-    tok = backbone.tokenizer
-    requests = [sampler.Request(f"q{i}", layout.prompt_ids(tok, q), layout.anchor_ids(tok, a))
-                for i, (q, a) in enumerate(zip(QUESTIONS, ANCHORS))]
-    settings = sampler.SamplerSettings(answer_len=answer_len, steps=steps, block_len=block_len)
-    results = sampler.generate(backbone, runtime, requests, settings)
-    suppressed = sampler.suppressed_token_ids(backbone)
-    for req, res in zip(requests, results):
-        slot, passes = reference_generate(backbone.model, req.prompt_ids, req.anchor_ids, answer_len=answer_len,
-                                          steps=steps, mask_id=backbone.mask_token_id, suppressed=suppressed,
-                                          block_len=block_len)
-        assert slot == res.slot_ids
-        assert passes == res.forward_passes
-    if answer_len <= 16:  # the long anchor is cut, the same way on both sides
-        assert any(r.anchor_truncated for r in results)
-
-
-def test_llada_schedule_matches_the_projects_where_it_commits():
-    for masked, steps in [(10, 4), (3, 8), (16, 16), (47, 16)]:
-        schedule = [n for n in num_transfer_tokens(masked, steps) if n]
-        assert schedule == sampler.transfer_schedule(masked, steps)
 
 
 def test_bootstrap_helpers_agree_with_scipy_within_monte_carlo_error():

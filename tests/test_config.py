@@ -82,6 +82,18 @@ def test_seeds_multiply_every_job(default):
     assert [j.seed for j in config.arm_adapters(cfg, "anchor")] == [1, 2, 3]
 
 
+def test_the_three_seed_variant_adds_two_seeds_of_the_main_arms_only(default):
+    cfg = copy.deepcopy(default)
+    for key, value in yaml.safe_load((REPO / "config" / "seeds3.yaml").read_text()).items():
+        cfg[key] = {**cfg[key], **value}
+    config.validate(cfg)
+    jobs = set(config.all_adapter_jobs(cfg))
+    assert set(config.all_adapter_jobs(default)) <= jobs  # the default run's adapters are reused
+    assert len(jobs) == 17 + 2 * 7  # two more seeds of the 7 adapter arms; the sweep keeps one
+    assert [j.seed for j in config.arm_adapters(cfg, "anchor-vo")] == [42, 43, 44]
+    assert [j.seed for j in config.sweep_adapters(cfg, "anchor", 72, 100)] == [42]
+
+
 def test_shipped_configs_are_valid():
     config.load(REPO / "config.yaml")
     tiny = yaml.safe_load((REPO / "tests" / "configs" / "tiny.yaml").read_text())

@@ -21,9 +21,13 @@ def test_every_arm_answers_every_query_with_the_anchor_locked(tiny_study):
     tiny = yaml.safe_load((tiny_study / "tests" / "configs" / "tiny.yaml").read_text())
     per_domain = tiny["data"]["max_queries_per_domain"]
     rows = data.load_generations(tiny_study / "results" / "generations" / "all.jsonl")
-    n_queries = per_domain * (1 + len(cfg["data"]["held_out"]))
-    assert len(rows) == len(cfg["arms"]) * n_queries
+    held_out = len(cfg["data"]["held_out"])
+    n_queries = {"main": per_domain * (1 + held_out), "alt": per_domain * held_out}  # the second set: held-out only
+    for query_set, n in n_queries.items():
+        assert len([r for r in rows if r["query_set"] == query_set]) == len(cfg["arms"]) * n
+    assert len(rows) == len(cfg["arms"]) * sum(n_queries.values())
     assert {r["arm"] for r in rows} == set(cfg["arms"])
+    assert all(r["split"] == "held_out" for r in rows if r["query_set"] == "alt")
     for r in rows:
         assert r["generated_text"].startswith(r["statement"].lower().rstrip(".")[:20])
         assert r["sampler"]["steps"] == tiny["generation"]["steps"]
@@ -47,6 +51,10 @@ def test_headline_figures_and_report_exist(tiny_study):
         assert (tiny_study / "results" / "figures" / f"{name}.pdf").stat().st_size > 1000
         assert (tiny_study / "results" / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     assert "content-word overlap (Holm over m = 13)" in headline
+    # the second query set: the 11 held-out comparisons beside the first set's
+    both = headline[headline.index("## Both query sets"):headline.index("## The same comparisons")]
+    assert "(second set: Holm over m = 11)" in both and "| heldout_anchor_vs_random |" in both
+    assert "indomain_anchor_vs_random" not in both
     samples = (tiny_study / "results" / "tables" / "samples.md").read_text()
     assert samples.count("\n## ") == 2 * 5 and "| random-qk |" in samples
     snakemake(tiny_study, "--configfile", "tests/configs/tiny.yaml", "--report", "results/report.html")
@@ -60,6 +68,7 @@ def test_headline_figures_and_report_exist(tiny_study):
 
 def test_statistics_samples_and_page_rebuild_byte_identical(tiny_study):
     outputs = ["results/stats/comparisons.parquet", "results/stats/content_comparisons.parquet",
+               "results/stats/comparisons_alt.parquet",
                "results/tables/headline.md", "results/tables/samples.md", "results/report/paper.html"]
     before = {o: (tiny_study / o).read_bytes() for o in outputs}
     snakemake(tiny_study, "--cores", "2", "--configfile", "tests/configs/tiny.yaml", "--forcerun", "statistics",

@@ -24,7 +24,7 @@ def generations(n_in=5, n_out=4, domains=("astronomy", "law")):
     rows = []
     for q, (split, domain) in enumerate(places):
         for arm, (strategy, targets) in ARMS.items():
-            rows.append(dict(query_id=f"{domain}-q{q:02d}", domain=domain, split=split, arm=arm, strategy=strategy,
+            rows.append(dict(query_id=f"{domain}-q{q:02d}", domain=domain, split=split, query_set="main", arm=arm, strategy=strategy,
                              targets=targets, adapter_id=None if strategy is None else arm,
                              train_size=None if strategy is None else 144, train_steps=None if strategy is None else 300,
                              train_seed=None if strategy is None else 42, statement_id="s", locked_tokens=3,
@@ -62,6 +62,24 @@ def test_arm_summary_panels_and_intervals():
     assert ((s["lo"] <= s["mean"]) & (s["mean"] <= s["hi"]) & (s["lo"] < s["hi"])).all()
     pooled = s[s["panel"] == "held-out pooled"].set_index("arm")
     assert pooled.loc["anchor", "lo"] > pooled.loc["base", "hi"]
+
+
+def test_arm_intervals_include_the_spread_between_training_seeds():
+    """Three seeds whose adapters differ by a constant shift: the per-query means are those of one
+    seed, so a queries-only interval would be as narrow as one seed's; the two-level one is wider."""
+    one = generations()
+    adapters = one[one["train_seed"].notna()]
+    three = pd.concat([one[one["train_seed"].isna()]]
+                      + [adapters.assign(train_seed=42 + i, overlap=adapters["overlap"] + shift)
+                         for i, shift in enumerate((-0.1, 0.0, 0.1))], ignore_index=True)
+    width = {}
+    for name, df in (("one", one), ("three", three)):
+        s = figures.arm_summary(df, resamples=2000, seed=1).set_index(["panel", "arm"])
+        width[name] = s.loc[("held-out pooled", "anchor"), "hi"] - s.loc[("held-out pooled", "anchor"), "lo"]
+        mean = s.loc[("held-out pooled", "anchor"), "mean"]
+    assert mean == pytest.approx(figures.arm_summary(one, resamples=10, seed=1).set_index(
+        ["panel", "arm"]).loc[("held-out pooled", "anchor"), "mean"])
+    assert width["three"] > 1.5 * width["one"]
 
 
 def test_main_figure_is_byte_stable(tmp_path):

@@ -11,7 +11,7 @@ def retrieved(tmp_path_factory):
     out = tmp_path_factory.mktemp("retrieval") / "law.jsonl"
     queries = data.load_queries(REPO / "data" / "queries" / "law.jsonl", 3)
     rows = retrieval.retrieve(queries, data.load_corpus(REPO / "data" / "corpora" / "law.jsonl"), k1=1.5, b=0.75)
-    out.write_text("".join(json.dumps({"domain": "law", "split": "held_out", **r}) + "\n" for r in rows))
+    out.write_text("".join(json.dumps({"domain": "law", "split": "held_out", "query_set": "main", **r}) + "\n" for r in rows))
     return out
 
 

@@ -2,7 +2,6 @@
 
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 import pytest

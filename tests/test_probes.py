@@ -82,7 +82,7 @@ def retrieved_file(tmp_path_factory):
     out = tmp_path_factory.mktemp("retrieval") / "law.jsonl"
     queries = data.load_queries(REPO / "data" / "queries" / "law.jsonl", 2)
     rows = retrieval.retrieve(queries, data.load_corpus(REPO / "data" / "corpora" / "law.jsonl"), k1=1.5, b=0.75)
-    out.write_text("".join(json.dumps({"domain": "law", "split": "held_out", **r}) + "\n" for r in rows))
+    out.write_text("".join(json.dumps({"domain": "law", "split": "held_out", "query_set": "main", **r}) + "\n" for r in rows))
     return out
 
 
@@ -119,7 +119,7 @@ def test_attention_probe_states_unavailability_instead_of_failing(tiny_model_dir
     assert back.attrs["anchormask"]["not_available"]["base"].startswith("no probabilities")
     probes.attention_figure(back, tmp_path / "a.pdf", tmp_path / "a.png")
     assert (tmp_path / "a.png").stat().st_size > 1000
-    text = probes.summary_markdown(None, back, None, None, {}, {"attention": "results/probes/attention.parquet"})
+    text = probes.summary_markdown(None, back, None, None, {}, PATHS)
     assert "not available for this model" in text
 
 
@@ -218,13 +218,22 @@ def test_maskcount_rejects_a_file_generated_with_another_k(tmp_path):
         probes.maskcount_generations([("anchor", 8, str(path))], {})
 
 
+def probe_files():
+    """The paths the workflow passes (workflow/rules/probes.smk PROBE_FILES)."""
+    text = (REPO / "workflow" / "rules" / "probes.smk").read_text()
+    block = text[text.index("PROBE_FILES = {"):].split("}", 1)[0]
+    return dict(re.findall(r'"(\w+)": "([^"]+)"', block))
+
+
+PATHS = probe_files()
+
+
 def test_summary_names_reverse_vs_random_and_the_ablation_figure():
     comp = pd.DataFrame([{"name": "heldout_reverse_vs_random", "selector": "held_out", "n": 12, "a": "reverse",
                           "b": "random", "mean_a": 0.2, "mean_b": 0.25, "diff": -0.05, "diff_lo": -0.08,
                           "diff_hi": -0.01, "ratio": 0.8, "ratio_lo": 0.7, "ratio_hi": 0.95, "p_a_gt_b": 0.01,
                           "report": "diff -0.038, P(a>b) = 0.006"}])
-    text = probes.summary_markdown(comp, None, None, None, {"reverse": {"targets": "full"}},
-                                   {"ablation": "results/figures/ablation.pdf"})
+    text = probes.summary_markdown(comp, None, None, None, {"reverse": {"targets": "full"}}, PATHS)
     assert "heldout_reverse_vs_random" in text and "diff -0.050" in text
     assert "results/figures/ablation.pdf" in text
 
@@ -241,7 +250,7 @@ def test_summary_headlines_have_one_line_per_probe():
                         for t, m in (("prefix", 0.5), ("anchor", base))])
     lora = pd.DataFrame([{"arm": "anchor", "targets": "full", "kind": k, "share": v, "fro_norm": 1.0}
                          for k, v in zip("qkvo", (0.1, 0.2, 0.3, 0.4))])
-    text = probes.summary_markdown(None, att, lora, None, {}, {})
+    text = probes.summary_markdown(None, att, lora, None, {}, PATHS)
     head = text.split("## Headlines (one line per probe)")[1].split("## 1.")[0]
     bullets = [line for line in head.splitlines() if line.startswith("- ")]
     assert len(bullets) == 5

@@ -1,13 +1,16 @@
 import pytest
-import torch
 
 from anchormask import backbone as bb
 from anchormask import generation, layout, sampler
+from anchormask.io import InputError
+from bench.reference import num_transfer_tokens, reference_generate
 
 QUESTIONS = ["Which river flows into the sea?", "What is the deepest lake?", "Where is the capital city?",
              "Which planet is the largest?"]
 ANCHORS = ["the river flows north", "the deepest lake is in the north of the world", "the capital",
            "the largest planet of the sun"]
+# The last anchor is longer than a 16-position slot: both samplers cut it the same way.
+LONG_ANCHORS = [*ANCHORS[:3], "the largest planet of the sun is in the east of the world and the west of the sea"]
 
 
 @pytest.fixture(scope="module")
@@ -129,9 +132,43 @@ def test_blocks_are_decoded_left_to_right_with_a_share_of_the_steps(tiny):
     assert res.slot_ids[:2] == [10, 11]
 
 
-def test_a_sequence_longer_than_the_model_allows_is_named_before_any_forward(tiny):
-    from anchormask.io import InputError
+# --------------------------------------------------------------------------- equivalence with LLaDA's generate()
 
+@pytest.mark.parametrize("answer_len,steps,block_len", [(16, 4, 0), (24, 8, 0), (12, 12, 0), (24, 6, 8), (32, 8, 8)])
+def test_reference_sampler_writes_the_project_samplers_tokens(tiny, answer_len, steps, block_len):
+    backbone, runtime = tiny
+    tok = backbone.tokenizer
+    requests = [sampler.Request(f"q{i}", layout.prompt_ids(tok, q), layout.anchor_ids(tok, a))
+                for i, (q, a) in enumerate(zip(QUESTIONS, LONG_ANCHORS))]
+    settings = sampler.SamplerSettings(answer_len=answer_len, steps=steps, block_len=block_len)
+    results = sampler.generate(backbone, runtime, requests, settings)
+    suppressed = sampler.suppressed_token_ids(backbone)
+    for req, res in zip(requests, results):
+        slot, passes = reference_generate(backbone.model, req.prompt_ids, req.anchor_ids, answer_len=answer_len,
+                                          steps=steps, mask_id=backbone.mask_token_id, suppressed=suppressed,
+                                          block_len=block_len)
+        assert slot == res.slot_ids
+        assert passes == res.forward_passes
+    if answer_len <= 16:  # the long anchor is cut, the same way on both sides
+        assert any(r.anchor_truncated for r in results)
+
+
+def test_llada_schedule_matches_the_projects_where_it_commits():
+    for masked, steps in [(10, 4), (3, 8), (16, 16), (47, 16)]:
+        schedule = [n for n in num_transfer_tokens(masked, steps) if n]
+        assert schedule == sampler.transfer_schedule(masked, steps)
+
+
+@pytest.mark.parametrize("spec,message", [
+    ({"answer_len": 20, "block_len": 8}, "does not divide generation.answer_len"),
+    ({"answer_len": 24, "block_len": 8, "steps": 8}, "not a multiple of the 3 blocks"),
+])
+def test_block_arithmetic_that_does_not_divide_is_an_error(spec, message):
+    with pytest.raises(InputError, match=message):
+        sampler.SamplerSettings(**spec)
+
+
+def test_a_sequence_longer_than_the_model_allows_is_named_before_any_forward(tiny):
     backbone, runtime = tiny  # max_position_embeddings 96
     reqs = requests(backbone)
     longest = max(reqs, key=lambda r: len(r.prompt_ids))

@@ -28,11 +28,12 @@ def corpora(tmp_path):
     return paths
 
 
-def record(query_id, domain, arm, text, *, seed=42, strategy="anchor", targets="full", size=144, steps=300):
+def record(query_id, domain, arm, text, *, seed=42, strategy="anchor", targets="full", size=144, steps=300,
+           query_set="main"):
     adapter = None if arm == "base" else f"{strategy}_{targets}_n{size}_s{steps}_seed{seed}"
     return {
         "query_id": query_id, "domain": domain, "split": "in_domain" if domain == "geo" else "held_out",
-        "arm": arm, "strategy": None if arm == "base" else strategy, "targets": None if arm == "base" else targets,
+        "query_set": query_set, "arm": arm, "strategy": None if arm == "base" else strategy, "targets": None if arm == "base" else targets,
         "train_size": None if arm == "base" else size, "train_steps": None if arm == "base" else steps,
         "train_seed": None if arm == "base" else seed, "adapter_id": adapter,
         "adapter_sha256": None if arm == "base" else "ab" * 32, "query": f"question {query_id}?",
@@ -250,23 +251,35 @@ def run_script(name, **parts):
 def test_scripts_aggregate_statistics_headline(tmp_path, gen_file):
     paths = corpora(tmp_path)
     table = tmp_path / "tables" / "generations.parquet"
-    run_script("aggregate.py", input=Named(generations=[str(gen_file)], corpora=[str(paths["geo"]), str(paths["astro"])]),
+    # The second query set: held-out only; anchor "jupiter planet" 2/2 in astro, random "the nile" 1/2.
+    alt_file = write_records(tmp_path / "alt.jsonl", [
+        record("astro-alt-q1", "astro", arm, text, strategy=arm if arm != "base" else "anchor", query_set="alt")
+        for arm, text in (("anchor", "jupiter planet"), ("random", "the nile"), ("base", "jupiter"))])
+    run_script("aggregate.py", input=Named(generations=[str(gen_file), str(alt_file)],
+                                           corpora=[str(paths["geo"]), str(paths["astro"])]),
                output=Named([str(table)]), params=Named(domains=json.dumps(["geo", "astro"])),
                log=Named([str(tmp_path / "agg.log")]))
     df = tables.read_parquet(table)
     assert df.set_index(["query_id", "arm"]).loc[("astro-q1", "anchor"), "overlap"] == 0.75
-    assert "6 generations" in (tmp_path / "agg.log").read_text()
+    assert "9 generations" in (tmp_path / "agg.log").read_text()
 
     settings = {"resamples": 200, "permutations": 100, "confidence": 0.9, "seed": 1,
-                "comparisons": [{"name": "h", "a": "anchor", "b": "random", "split": "held_out", "report": "r"}]}
+                "comparisons": [{"name": "h", "a": "anchor", "b": "random", "split": "held_out", "report": "r"},
+                                {"name": "i", "a": "anchor", "b": "random", "split": "in_domain"}]}
     comps = tmp_path / "stats" / "comparisons.parquet"
     content = tmp_path / "stats" / "content_comparisons.parquet"
-    run_script("statistics.py", input=Named([str(table)]), output=Named([str(comps), str(content)]),
-               params=Named(kind="comparisons", settings=canonical_json(settings),
-                            metrics=json.dumps(["overlap", "content_overlap"])),
+    alt = tmp_path / "stats" / "comparisons_alt.parquet"
+    specs = [{"table": "comparisons", "metric": "overlap", "query_set": "main"},
+             {"table": "content_comparisons", "metric": "content_overlap", "query_set": "main"},
+             {"table": "comparisons_alt", "metric": "overlap", "query_set": "alt"}]
+    run_script("statistics.py", input=Named([str(table)]), output=Named([str(comps), str(content), str(alt)]),
+               params=Named(kind="comparisons", settings=canonical_json(settings), tables=canonical_json(specs)),
                log=Named([str(tmp_path / "stats.log")]))
     out = tables.read_parquet(comps)
-    assert out.loc[0, "name"] == "h" and out.loc[0, "ratio"] == 3.0 and out.loc[0, "n"] == 1
+    assert out.loc[0, "name"] == "h" and out.loc[0, "ratio"] == 3.0 and out.loc[0, "n"] == 1  # main set only
+    alt_out = tables.read_parquet(alt)
+    assert alt_out["name"].tolist() == ["h"]  # the second set has no in-domain queries
+    assert alt_out.loc[0, "ratio"] == 2.0 and alt_out.attrs["anchormask"]["query_set"] == "alt"
     assert out.attrs["anchormask"]["settings"] == settings
     # astro-q1: anchor "mars the planet" -> content mars, red, planet: 2/3; random "nile flows north": 0/3
     content_out = tables.read_parquet(content)
@@ -274,12 +287,12 @@ def test_scripts_aggregate_statistics_headline(tmp_path, gen_file):
     assert content_out.loc[0, "mean_b"] == 0.0
 
     sweep_df = df.assign(arm=df["arm"].map(lambda a: f"sweep:{a}_n72_s100"), train_size=72, train_steps=100)
-    sweep_df = sweep_df[sweep_df["strategy"].notna()]
+    sweep_df = sweep_df[sweep_df["strategy"].notna() & (sweep_df["query_set"] == "main")]
     sweep_table = tmp_path / "tables" / "sweep.parquet"
     tables.write_parquet(sweep_df, sweep_table, tables.GENERATIONS_SCHEMA)
     sweep_stats = tmp_path / "stats" / "sweep.parquet"
     run_script("statistics.py", input=Named([str(sweep_table)]), output=Named([str(sweep_stats)]),
-               params=Named(kind="sweep", metrics=json.dumps(["overlap"]),
+               params=Named(kind="sweep", tables=canonical_json([{"table": "sweep", "metric": "overlap", "query_set": "main"}]),
                             settings=canonical_json({"resamples": 200, "permutations": 100, "confidence": 0.9,
                                                      "seed": 1, "sweep_report": {"72x100": "2x"}})),
                log=Named([str(tmp_path / "sweep.log")]))
@@ -287,9 +300,10 @@ def test_scripts_aggregate_statistics_headline(tmp_path, gen_file):
 
     headline = tmp_path / "tables" / "headline.md"
     run_script("headline.py", input=Named(comparisons=str(comps), sweep=str(sweep_stats), content=str(content),
-                                          generations=str(table)),
+                                          generations=str(table), alt=[str(alt)]),
                output=Named([str(headline)]), params=Named(base=canonical_json({"path": "data/base", "sha256": "abc"}),
                                                            comparisons=canonical_json(settings["comparisons"])),
                log=Named([str(tmp_path / "headline.log")]))
     text = headline.read_text()
     assert "| h | split=held_out | anchor | random | 1 |" in text and "sha256 `abc`" in text
+    assert "| h | 1 | 3.00x [3.00, 3.00] | +0.500 |" in text and "| 1 | 2.00x [2.00, 2.00] | +0.500 |" in text

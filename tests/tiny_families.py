@@ -134,46 +134,36 @@ def build_dream(path: Path, *, seed: int = 0) -> Path:
     return path
 
 
-def build_roberta(path: Path, seed: int = 0) -> Path:
-    from transformers import AutoTokenizer, RobertaConfig, RobertaForMaskedLM
-
+def _build_hf_masked_lm(path: Path, seed: int, model_class: str, config_class: str, **config) -> Path:
+    """A tiny transformers masked LM of one family, with the BERT test tokenizer."""
     import torch
+    import transformers
+    from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(build_tiny_model(path.with_name(path.name + "-tok")))
     torch.manual_seed(seed)
-    RobertaForMaskedLM(RobertaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                     intermediate_size=64, max_position_embeddings=130, pad_token_id=0,
-                                     type_vocab_size=1)).save_pretrained(path)
+    model_cls, config_cls = getattr(transformers, model_class), getattr(transformers, config_class)
+    model_cls(config_cls(vocab_size=len(tok), pad_token_id=0, **config)).save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+def build_roberta(path: Path, seed: int = 0) -> Path:
+    return _build_hf_masked_lm(path, seed, "RobertaForMaskedLM", "RobertaConfig", hidden_size=32,
+                               num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                               max_position_embeddings=130, type_vocab_size=1)
 
 
 def build_distilbert(path: Path, seed: int = 0) -> Path:
-    from transformers import AutoTokenizer, DistilBertConfig, DistilBertForMaskedLM
-
-    import torch
-
-    tok = AutoTokenizer.from_pretrained(build_tiny_model(path.with_name(path.name + "-tok")))
-    torch.manual_seed(seed)
-    DistilBertForMaskedLM(DistilBertConfig(vocab_size=len(tok), dim=32, n_layers=2, n_heads=2, hidden_dim=64,
-                                           max_position_embeddings=128, pad_token_id=0)).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+    return _build_hf_masked_lm(path, seed, "DistilBertForMaskedLM", "DistilBertConfig", dim=32, n_layers=2,
+                               n_heads=2, hidden_dim=64, max_position_embeddings=128)
 
 
 def build_electra(path: Path, seed: int = 0) -> Path:
     """An ELECTRA generator whose embedding width (16) differs from its hidden width (32)."""
-    from transformers import AutoTokenizer, ElectraConfig, ElectraForMaskedLM
-
-    import torch
-
-    tok = AutoTokenizer.from_pretrained(build_tiny_model(path.with_name(path.name + "-tok")))
-    torch.manual_seed(seed)
-    ElectraForMaskedLM(ElectraConfig(vocab_size=len(tok), embedding_size=16, hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
-                                     pad_token_id=0)).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+    return _build_hf_masked_lm(path, seed, "ElectraForMaskedLM", "ElectraConfig", embedding_size=16,
+                               hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                               max_position_embeddings=128)
 
 
 BUILDERS = {"bert": lambda p: build_tiny_model(p, hidden=32), "roberta": build_roberta,

@@ -46,26 +46,27 @@ _SUFFIXES = (("ies", "y"), ("es", ""), ("s", ""), ("ed", ""), ("ed", "e"), ("d",
 def masked_token_scores(backbone: bb.Backbone, runtime: bb.Runtime, texts: list[str], ratio: float,
                         seed: int, batch_rows: int = 64) -> dict[str, float]:
     """Accuracy and NLL of the base's predictions at a fraction ``ratio`` of masked tokens."""
+    from anchormask.pretrain import prediction_scores
+
     tok = backbone.tokenizer
     special = torch.tensor(tok.all_special_ids)
     gen = torch.Generator().manual_seed(seed)
-    correct, nll, count = 0, 0.0, 0
-    for start in range(0, len(texts), batch_rows):
-        enc = tok(texts[start:start + batch_rows], padding=True, truncation=True,
-                  max_length=MAX_TOKENS, return_tensors="pt")
-        ids, attention = enc["input_ids"], enc["attention_mask"]
-        masked = (torch.rand(ids.shape, generator=gen) < ratio) & ~torch.isin(ids, special) & attention.bool()
-        if not masked.any():
-            continue
-        noisy = torch.where(masked, torch.full_like(ids, backbone.mask_token_id), ids)
-        rows, cols = masked.nonzero(as_tuple=True)
-        with runtime.autocast():
-            logits = backbone.logits_at(noisy.to(runtime.device), attention.to(runtime.device), rows, cols)
-        logits, target = logits.float().cpu(), ids[rows, cols]
-        correct += int((logits.argmax(-1) == target).sum())
-        nll += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
-        count += len(target)
-    return {"accuracy": correct / max(1, count), "nll": nll / max(1, count), "masked_tokens": count}
+
+    def predictions():
+        for start in range(0, len(texts), batch_rows):
+            enc = tok(texts[start:start + batch_rows], padding=True, truncation=True,
+                      max_length=MAX_TOKENS, return_tensors="pt")
+            ids, attention = enc["input_ids"], enc["attention_mask"]
+            masked = (torch.rand(ids.shape, generator=gen) < ratio) & ~torch.isin(ids, special) & attention.bool()
+            if not masked.any():
+                continue
+            noisy = torch.where(masked, torch.full_like(ids, backbone.mask_token_id), ids)
+            rows, cols = masked.nonzero(as_tuple=True)
+            with runtime.autocast():
+                logits = backbone.logits_at(noisy.to(runtime.device), attention.to(runtime.device), rows, cols)
+            yield logits.cpu(), ids[rows, cols]
+
+    return prediction_scores(predictions())
 
 
 def dictionary_words() -> frozenset[str]:
@@ -164,15 +165,9 @@ def markdown(result: dict[str, Any]) -> str:
 def study_anchors(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Every study query with its BM25-retrieved statement (the anchors the study generates from)."""
     from anchormask import config as study
-    from anchormask import data, retrieval
+    from anchormask import retrieval
 
-    anchors: list[dict[str, Any]] = []
-    for domain in study.domains(config):
-        queries = data.load_queries(data.queries_path(config, domain), config["data"].get("max_queries_per_domain"))
-        corpus = data.load_corpus(data.corpus_path(config, domain))
-        anchors += [{"domain": domain, "split": study.split_of(config, domain), **r}
-                    for r in retrieval.retrieve(queries, corpus, **config["retrieval"])]
-    return anchors
+    return [a for domain in study.domains(config) for a in retrieval.study_anchors(config, domain)]
 
 
 def evaluate(config: dict[str, Any], *, base: dict[str, Any], validation_lines: list[str] | None,

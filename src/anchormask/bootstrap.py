@@ -210,11 +210,15 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int, confidence: f
 
 def bootstrap_means(x: np.ndarray, resamples: int, confidence: float,
                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(mean, lo, hi) per row of (m, n) values; one index draw shared by the rows (for figures)."""
-    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
-    counts = resample_counts(x.shape[1], resamples, rng)
-    lo, hi = percentile_interval(x @ counts.T / x.shape[1], confidence)
-    return x.mean(axis=1), lo, hi
+    """(mean, lo, hi) per row of (m, n) per-query values or (m, S, n) seed x query grids (for figures).
+
+    One draw is shared by the rows; with several seeds both levels are resampled, as in the comparisons.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 2:
+        x = x[:, None, :]
+    lo, hi = percentile_interval(_resampled_means(x, resamples, rng), confidence)
+    return x.mean(axis=(1, 2)), lo, hi
 
 
 def query_set_rng(seed: int, query_ids: Sequence[str], stream: int | None = None) -> np.random.Generator:
@@ -294,7 +298,7 @@ class ArmValues:
     runs: np.ndarray
 
 
-class _PerQueryIndex:
+class PerQueryIndex:
     """The per-query table as numpy columns, so that each comparison selects its rows without pandas.
 
     Why: the statistics job pairs a dozen comparisons; one pandas filter per arm and comparison
@@ -399,7 +403,7 @@ def run_comparisons(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[
                     value: str = "overlap") -> pd.DataFrame:
     """One row per comparison (config ``statistics.comparisons`` order) of the per-generation column
     ``value``; Holm over these comparisons. See tables.COMPARISONS_SCHEMA."""
-    index = _PerQueryIndex(generations_df, value)
+    index = PerQueryIndex(generations_df, value)
     names = [c.get("name") for c in comparisons]
     dupes = sorted({n for n in names if names.count(n) > 1}, key=str)
     if dupes:
@@ -418,6 +422,11 @@ def run_comparisons(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[
     return _frame(rows, COMPARISON_COLUMNS)
 
 
+def covered(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The comparisons whose selection (split or domain) has generations in the table."""
+    return [c for c in comparisons if (generations_df[_selector(c)[0]] == _selector(c)[1]).any()]
+
+
 def per_seed(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, Any]],
              value: str = "overlap") -> pd.DataFrame:
     """Each comparison's point values per training-seed index (no resampling): what the pooled value hides.
@@ -425,7 +434,7 @@ def per_seed(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, An
     One row per (comparison, seed index): ``seed_a``/``seed_b`` (None for the base arm), ``mean_a``,
     ``mean_b``, ``ratio``, ``diff`` over the comparison's queries, paired as the bootstrap pairs them.
     """
-    index = _PerQueryIndex(generations_df, value)
+    index = PerQueryIndex(generations_df, value)
     rows = []
     for comp in comparisons:
         column, selected = _selector(comp)
@@ -453,7 +462,7 @@ def run_sweep(sweep_df: pd.DataFrame, resamples: int, confidence: float, seed: i
     if held.empty:
         raise InputError("sweep table has no held-out generations")
     points = sorted({(int(n), int(k)) for n, k in held[["train_size", "train_steps"]].itertuples(index=False)})
-    index = _PerQueryIndex(held, value)
+    index = PerQueryIndex(held, value)
     jobs = []
     for size, steps in points:
         at = held[(held["train_size"] == size) & (held["train_steps"] == steps)]

@@ -358,7 +358,8 @@ def sweep_points(config: dict[str, Any]) -> list[tuple[str, int, int]]:
 
 
 def sweep_adapters(config: dict[str, Any], strategy: str, size: int, steps: int) -> list[AdapterJob]:
-    return [AdapterJob(strategy, "full", size, steps, s) for s in config["train"]["seeds"]]
+    seeds = config["sweep"].get("seeds") or config["train"]["seeds"]
+    return [AdapterJob(strategy, "full", size, steps, s) for s in seeds]
 
 
 def all_adapter_jobs(config: dict[str, Any]) -> list[AdapterJob]:
@@ -369,6 +370,14 @@ def all_adapter_jobs(config: dict[str, Any]) -> list[AdapterJob]:
 
 def domains(config: dict[str, Any]) -> list[str]:
     return [config["data"]["in_domain"], *config["data"]["held_out"]]
+
+
+def query_sets(config: dict[str, Any]) -> dict[str, list[str]]:
+    """Query set -> its domains: ``main`` covers every domain, ``alt`` (when configured) the held-out ones."""
+    sets = {"main": domains(config)}
+    if config["data"].get("alt_queries_dir"):
+        sets["alt"] = list(config["data"]["held_out"])
+    return sets
 
 
 def split_of(config: dict[str, Any], domain: str) -> str:

@@ -64,8 +64,9 @@ def corpus_path(config: dict, domain: str) -> Path:
     return Path(config["data"]["corpora_dir"]) / f"{domain}.jsonl"
 
 
-def queries_path(config: dict, domain: str) -> Path:
-    return Path(config["data"]["queries_dir"]) / f"{domain}.jsonl"
+def queries_path(config: dict, domain: str, query_set: str = "main") -> Path:
+    key = {"main": "queries_dir", "alt": "alt_queries_dir"}[query_set]
+    return Path(config["data"][key]) / f"{domain}.jsonl"
 
 
 def load_corpus(path: str | Path) -> list[dict[str, Any]]:
@@ -102,11 +103,17 @@ def _existing(path: Path, key: str, domain: str, role: str) -> Path:
     return path
 
 
+def _query_sets(config: dict, domain: str) -> list[tuple[str, str]]:
+    """(query set, its config key) of one domain: the second set covers the held-out domains only."""
+    alt = config["data"].get("alt_queries_dir") and domain != config["data"]["in_domain"]
+    return [("main", "data.queries_dir")] + ([("alt", "data.alt_queries_dir")] if alt else [])
+
+
 def _role(config: dict, domain: str) -> str:
     return "data.in_domain" if domain == config["data"]["in_domain"] else "data.held_out"
 
 
-def _check_query_ids_unique(queries: dict[str, tuple[Path, list[dict[str, Any]]]]) -> None:
+def _check_query_ids_unique(queries: dict[tuple[str, str], tuple[Path, list[dict[str, Any]]]]) -> None:
     """Query ids key the generations and seed each query's sampler: one id, one query, across domains."""
     first: dict[str, tuple[Path, int]] = {}
     for path, records in queries.values():
@@ -155,17 +162,20 @@ def check_all(config: dict) -> dict[str, int]:
     for domain in [in_domain, *config["data"]["held_out"]]:
         role = _role(config, domain)
         corpus_file = _existing(corpus_path(config, domain), "data.corpora_dir", domain, role)
-        query_file = _existing(queries_path(config, domain), "data.queries_dir", domain, role)
         corpora[domain] = (corpus_file, load_corpus(corpus_file))
-        queries[domain] = (query_file, load_queries(query_file))
-        _check_gold_ids(*queries[domain], *corpora[domain])
-    _check_query_ids_unique(queries)
+        for query_set, key in _query_sets(config, domain):
+            query_file = _existing(queries_path(config, domain, query_set), key, domain, role)
+            queries[(query_set, domain)] = (query_file, load_queries(query_file))
+            _check_gold_ids(*queries[(query_set, domain)], *corpora[domain])
+    _check_query_ids_unique(queries)  # across sets too: the arms' generations hold every set
     pairs = load_pairs(config["data"]["pairs"])
     _check_pair_answers(config["data"]["pairs"], pairs, *corpora[in_domain])
     counts = {"pairs": len(pairs)}
     for domain in corpora:
         counts[f"corpus:{domain}"] = len(corpora[domain][1])
-        counts[f"queries:{domain}"] = len(queries[domain][1])
+        counts[f"queries:{domain}"] = len(queries[("main", domain)][1])
+        if ("alt", domain) in queries:
+            counts[f"alt_queries:{domain}"] = len(queries[("alt", domain)][1])
     return counts
 
 

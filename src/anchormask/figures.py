@@ -8,9 +8,9 @@
 * ``ablation_figure``: full / vo / qk LoRA targets for anchor and random on the held-out
   queries pooled (means with CIs), the base arm as a reference line.
 
-Per-arm intervals are single-arm percentile bootstraps of the per-query values (averaged
-over training seeds); every arm over the same query set uses the same resampled queries
-(``bootstrap.query_set_rng``). Figures are drawn on ``matplotlib.figure.Figure`` objects
+Per-arm intervals are single-arm percentile bootstraps of the arm's seed x query values (with
+several training seeds both levels are resampled, as in the comparisons); every arm over the
+same query set uses the same resampled queries (``bootstrap.query_set_rng``). Figures are drawn on ``matplotlib.figure.Figure`` objects
 (no pyplot state; PNG through Agg) inside an ``rc_context`` with a fixed ``svg.hashsalt``;
 PDFs are written without CreationDate, so the same table gives the same bytes.
 """
@@ -55,31 +55,31 @@ def save(fig: Figure, pdf_path: str | os.PathLike[str], png_path: str | os.PathL
             fig.savefig(tmp, format="png")
 
 
-def _ci(pq: pd.DataFrame, resamples: int, confidence: float, seed: int) -> tuple[int, float, float, float]:
-    pq = pq.sort_values("query_id")
-    qids = pq["query_id"].tolist()
-    mean, lo, hi = bootstrap.bootstrap_means(pq["overlap"].to_numpy()[None, :], resamples, confidence,
-                                             bootstrap.query_set_rng(seed, qids))
-    return len(qids), float(mean[0]), float(lo[0]), float(hi[0])
+def _ci(index: bootstrap.PerQueryIndex, arm: str, column: str, value: str, resamples: int, confidence: float,
+        seed: int) -> tuple[int, float, float, float]:
+    """The arm's mean over the queries with ``column == value`` and its (two-level) percentile interval."""
+    values = index.arm(f"figure {column}={value}", arm, column, value)
+    mean, lo, hi = bootstrap.bootstrap_means(values.values[None], resamples, confidence,
+                                             bootstrap.query_set_rng(seed, values.query_ids.tolist()))
+    return len(values.query_ids), float(mean[0]), float(lo[0]), float(hi[0])
 
 
 def arm_summary(generations_df: pd.DataFrame, resamples: int = 10_000, confidence: float = 0.95,
                 seed: int = 0) -> pd.DataFrame:
     """Rows (panel, domain, arm, n, mean, lo, hi) for the main figure's panels, in drawing order."""
+    index = bootstrap.PerQueryIndex(generations_df, "overlap")
     pq = bootstrap.per_query(generations_df)
     in_domain = sorted(pq.loc[pq["split"] == "in_domain", "domain"].unique())
     held_out = sorted(pq.loc[pq["split"] == "held_out", "domain"].unique())
-    panels: list[tuple[str, pd.Series]] = [(f"in-domain: {d}", pq["domain"] == d) for d in in_domain]
-    panels += [(f"held-out: {d}", pq["domain"] == d) for d in held_out]
+    panels = [(f"in-domain: {d}", "domain", d) for d in in_domain] + [(f"held-out: {d}", "domain", d) for d in held_out]
     if held_out:
-        panels.append(("held-out pooled", pq["split"] == "held_out"))
+        panels.append(("held-out pooled", "split", "held_out"))
     if not panels:
         raise InputError("generations table has no rows to plot")
     rows = []
-    for panel, mask in panels:
-        sel = pq[mask]
-        for arm in order_arms(list(sel["arm"].unique())):
-            n, mean, lo, hi = _ci(sel[sel["arm"] == arm], resamples, confidence, seed)
+    for panel, column, value in panels:
+        for arm in order_arms(list(pq.loc[pq[column] == value, "arm"].unique())):
+            n, mean, lo, hi = _ci(index, arm, column, value, resamples, confidence, seed)
             rows.append({"panel": panel, "arm": arm, "n": n, "mean": mean, "lo": lo, "hi": hi})
     return pd.DataFrame(rows, columns=["panel", "arm", "n", "mean", "lo", "hi"])
 
@@ -189,7 +189,7 @@ def ablation_summary(generations_df: pd.DataFrame, resamples: int = 10_000, conf
                      seed: int = 0) -> pd.DataFrame:
     """Rows (strategy, targets, arm, n, mean, lo, hi) on the held-out queries pooled; base with targets None."""
     held = generations_df[generations_df["split"] == "held_out"]
-    pq = bootstrap.per_query(held)
+    index = bootstrap.PerQueryIndex(held, "overlap")
     arm_spec = held.groupby("arm", dropna=False)[["strategy", "targets"]].first()
     rows = []
     for strategy in ("anchor", "random"):
@@ -198,14 +198,14 @@ def ablation_summary(generations_df: pd.DataFrame, resamples: int = 10_000, conf
             if len(arms) > 1:
                 raise InputError(f"ablation: several arms with strategy {strategy!r} and targets {targets!r}: {arms}")
             if arms:
-                n, mean, lo, hi = _ci(pq[pq["arm"] == arms[0]], resamples, confidence, seed)
+                n, mean, lo, hi = _ci(index, arms[0], "split", "held_out", resamples, confidence, seed)
                 rows.append({"strategy": strategy, "targets": targets, "arm": arms[0], "n": n, "mean": mean,
                              "lo": lo, "hi": hi})
     if not rows:
         raise InputError("ablation: no anchor or random arms with targets full/vo/qk among held-out generations")
     base = sorted(arm_spec[arm_spec["strategy"].isna()].index)
     if base:
-        n, mean, lo, hi = _ci(pq[pq["arm"] == base[0]], resamples, confidence, seed)
+        n, mean, lo, hi = _ci(index, base[0], "split", "held_out", resamples, confidence, seed)
         rows.append({"strategy": None, "targets": None, "arm": base[0], "n": n, "mean": mean, "lo": lo, "hi": hi})
     return pd.DataFrame(rows, columns=["strategy", "targets", "arm", "n", "mean", "lo", "hi"])
 

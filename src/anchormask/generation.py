@@ -79,6 +79,7 @@ def generation_records(backbone: bb.Backbone, runtime: bb.Runtime, retrieved: li
         post_text, mid_word = split_post_anchor(tok, result.slot_ids, result.locked, tail)
         records.append({
             "query_id": query["query_id"], "domain": query["domain"], "split": query["split"],
+            "query_set": query["query_set"],
             **identity,
             "query": query["query"], "statement_id": query["statement_id"], "statement": query["statement"],
             "locked_tokens": result.locked, "anchor_truncated": result.anchor_truncated,

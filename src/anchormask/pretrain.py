@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import random
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,27 +181,36 @@ def build_model(tokenizer, settings: PretrainSettings):
     return BertForMaskedLM(config)
 
 
+def prediction_scores(predictions: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, float]:
+    """Accuracy and NLL (nats per masked token, fp32) over (logits at masked positions, their targets)."""
+    correct, nll, count = 0, 0.0, 0
+    for logits, target in predictions:
+        logits = logits.float()
+        correct += int((logits.argmax(-1) == target).sum())
+        nll += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
+        count += len(target)
+    return {"accuracy": correct / max(1, count), "nll": nll / max(1, count), "masked_tokens": count}
+
+
 @torch.no_grad()
 def masked_accuracy(model, sequences: list[list[int]], tokenizer, ratio: float, seed: int,
                     batch_rows: int = 64) -> dict[str, float]:
-    """Accuracy and NLL (nats per masked token) at a fixed mask ratio, seeded, in fp32."""
-    was_training = model.training
-    model.eval()
+    """``prediction_scores`` of the pretraining model at a fixed mask ratio, seeded."""
     special = torch.tensor(tokenizer.all_special_ids)
     gen = torch.Generator().manual_seed(seed)
-    correct, nll, count = 0, 0.0, 0
-    for start in range(0, len(sequences), batch_rows):
-        ids, attention = pad_batch(sequences[start:start + batch_rows], tokenizer.pad_token_id)
-        noisy, masked = mask_batch(ids, torch.tensor(ratio), tokenizer.mask_token_id, special, gen)
-        if not masked.any():
-            continue
-        logits = masked_logits(model, noisy, attention, masked).float()
-        target = ids[masked]
-        correct += int((logits.argmax(-1) == target).sum())
-        nll += float(torch.nn.functional.cross_entropy(logits, target, reduction="sum"))
-        count += int(masked.sum())
+
+    def predictions():
+        for start in range(0, len(sequences), batch_rows):
+            ids, attention = pad_batch(sequences[start:start + batch_rows], tokenizer.pad_token_id)
+            noisy, masked = mask_batch(ids, torch.tensor(ratio), tokenizer.mask_token_id, special, gen)
+            if masked.any():
+                yield masked_logits(model, noisy, attention, masked), ids[masked]
+
+    was_training = model.training
+    model.eval()
+    scores = prediction_scores(predictions())
     model.train(was_training)
-    return {"accuracy": correct / max(1, count), "nll": nll / max(1, count), "masked_tokens": count}
+    return scores
 
 
 class Checkpoint:
@@ -269,7 +279,7 @@ def pretrain(train_lines: list[str], validation_lines: list[str], out_dir: str |
     special = torch.tensor(tokenizer.all_special_ids)
     lengths = [len(s) for s in sequences]
     log.info("bf16 autocast: %s", settings.bf16 and bf16_supported())
-    progress = Progress("pretrain", settings.steps, log_every=settings.log_every)
+    progress = Progress("pretrain", settings.steps, log_every=settings.log_every, start_at=step)
     recent: list[float] = []
     tokens_seen = sum(h.get("tokens", 0) for h in history)
     start = time.perf_counter()

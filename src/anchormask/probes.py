@@ -55,8 +55,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from anchormask import io, tables
-from anchormask.checksum import file_sha256
+from anchormask import io, provenance, tables
 from anchormask.io import InputError
 
 TARGETS = ("prefix", "anchor")
@@ -66,25 +65,21 @@ SPLITS = ("held_out", "in_domain", "all")
 _str, _int, _f64 = pa.string(), pa.int64(), pa.float64()
 
 
-def _schema(fields):
-    return pa.schema([pa.field(n, t, nullable=nl) for n, t, nl in fields])
-
-
-ATTENTION_SCHEMA = _schema([
+ATTENTION_SCHEMA = tables.arrow_schema([
     ("arm", _str, False), ("strategy", _str, True), ("targets", _str, True), ("layer", _int, False),
     ("head", _int, False), ("target", _str, False), ("mass", _f64, False), ("queries", _int, False),
     ("adapters", _int, False),
 ])
-LORA_LAYERS_SCHEMA = _schema([
+LORA_LAYERS_SCHEMA = tables.arrow_schema([
     ("arm", _str, False), ("strategy", _str, False), ("targets", _str, False), ("adapter_id", _str, False),
     ("layer", _int, False), ("kind", _str, False), ("module", _str, False), ("rank", _int, False),
     ("scaling", _f64, False), ("fro_norm", _f64, False),
 ])
-LORA_SCHEMA = _schema([
+LORA_SCHEMA = tables.arrow_schema([
     ("arm", _str, False), ("strategy", _str, False), ("targets", _str, False), ("kind", _str, False),
     ("modules", _int, False), ("fro_norm", _f64, False), ("share", _f64, False), ("adapters", _int, False),
 ])
-MASKCOUNT_SCHEMA = _schema([
+MASKCOUNT_SCHEMA = tables.arrow_schema([
     ("arm", _str, False), ("k", _int, False), ("split", _str, False), ("n", _int, False), ("mean", _f64, False),
     ("lo", _f64, False), ("hi", _f64, False), ("k0", _int, False), ("diff", _f64, False), ("diff_lo", _f64, False),
     ("diff_hi", _f64, False), ("p_below_k0", _f64, False), ("empty_fraction", _f64, False),
@@ -97,10 +92,6 @@ ATTENTION_DEFINITION = (
     "slot position left) of the mean over generated-answer positions (slot positions after the locked "
     "anchor) of the summed attention probability onto X; prefix = positions [0, slot_start) ([CLS] and "
     "[SEP] included), anchor = the locked anchor positions [slot_start, slot_start + locked)")
-
-
-def _entry(path) -> dict[str, str]:
-    return {"path": str(path), "sha256": file_sha256(path)}
 
 
 def _base_arm(arms: Sequence[str], strategies: Mapping[str, Any]) -> str | None:
@@ -262,7 +253,7 @@ def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence
     import torch
 
     from anchormask import backbone as bb
-    from anchormask import checksum, generation, provenance
+    from anchormask import checksum, generation
 
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -303,7 +294,7 @@ def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence
     df = pd.DataFrame(rows, columns=ATTENTION_SCHEMA.names)
     df.attrs["anchormask"] = {
         "table": "probe_attention", "definition": ATTENTION_DEFINITION,
-        "inputs": [_entry(p) for p in retrieval_files], "adapters": adapters_meta,
+        "inputs": [tables.file_entry(p) for p in retrieval_files], "adapters": adapters_meta,
         "base": {"path": base["path"], "sha256": base.get("sha256")}, "sampler": settings.record(),
         "seed": settings.seed, "runtime": runtime.name, "versions": provenance.versions(),
     }
@@ -496,7 +487,7 @@ def lora_layers_table(adapters: Sequence[Mapping[str, Any]],
     df = df.reset_index(drop=True)[LORA_LAYERS_SCHEMA.names]
     df.attrs["anchormask"] = {"table": "probe_lora_layers", "adapters": meta,
                               "definition": "fro_norm = ||(lora_alpha / r) * B @ A||_F per adapted module",
-                              "versions": tables.versions()}
+                              "versions": provenance.versions()}
     return df
 
 
@@ -716,29 +707,24 @@ def maskcount_figure(summary: pd.DataFrame, pdf_path, png_path) -> None:
 
 # --------------------------------------------------------------------------- summary
 
-def _fmt(x: Any, spec: str = ".3f") -> str:
-    return "n/a" if _null(x) or (isinstance(x, float) and not math.isfinite(x)) else format(float(x), spec)
-
-
 def _comparison_line(row: Mapping[str, Any]) -> str:
-    point = _fmt(row["ratio"], ".2f")
-    ratio = f"{point}{'' if point == 'n/a' else 'x'} [{_fmt(row['ratio_lo'], '.2f')}, {_fmt(row['ratio_hi'], '.2f')}]"
+    point = tables.number(row["ratio"], ".2f")
+    ratio = f"{point}{'' if point == 'n/a' else 'x'} [{tables.number(row['ratio_lo'], '.2f')}, {tables.number(row['ratio_hi'], '.2f')}]"
     report = "" if _null(row.get("report")) else f"; report: {row['report']}"
-    return (f"`{row['name']}` ({row['selector']}, N = {int(row['n'])}): {row['a']} {_fmt(row['mean_a'])} vs "
-            f"{row['b']} {_fmt(row['mean_b'])}, diff {_fmt(row['diff'], '+.3f')} [{_fmt(row['diff_lo'], '+.3f')}, "
-            f"{_fmt(row['diff_hi'], '+.3f')}], ratio {ratio}, P(a>b) = {_fmt(row['p_a_gt_b'])}{report}")
+    return (f"`{row['name']}` ({row['selector']}, N = {int(row['n'])}): {row['a']} {tables.number(row['mean_a'])} vs "
+            f"{row['b']} {tables.number(row['mean_b'])}, diff {tables.number(row['diff'], '+.3f')} [{tables.number(row['diff_lo'], '+.3f')}, "
+            f"{tables.number(row['diff_hi'], '+.3f')}], ratio {ratio}, P(a>b) = {tables.number(row['p_a_gt_b'])}{report}")
 
 
 def headline_lines(by_name: Mapping[str, Mapping[str, Any]], attention: pd.DataFrame | None,
-                   lora: pd.DataFrame | None, maskcount: pd.DataFrame | None,
-                   arms: Mapping[str, Mapping[str, Any]], paths: Mapping[str, str]) -> list[str]:
+                   lora: pd.DataFrame | None, maskcount: pd.DataFrame | None, paths: Mapping[str, str]) -> list[str]:
     """One bullet per probe (1 reverse vs random, 2 attention, 3 LoRA, 4 V/O ablation, 5 mask count)."""
-    comp_path = paths.get("comparisons", "results/stats/comparisons.parquet")
+    comp_path = paths["comparisons"]
     out = []
     row = by_name.get("heldout_reverse_vs_random")
     out.append("- **1. reverse vs random**: " + (
-        f"held-out diff {_fmt(row['diff'], '+.3f')} [{_fmt(row['diff_lo'], '+.3f')}, {_fmt(row['diff_hi'], '+.3f')}], "
-        f"P(reverse > random) = {_fmt(row['p_a_gt_b'])} (N = {int(row['n'])}); row `heldout_reverse_vs_random` of "
+        f"held-out diff {tables.number(row['diff'], '+.3f')} [{tables.number(row['diff_lo'], '+.3f')}, {tables.number(row['diff_hi'], '+.3f')}], "
+        f"P(reverse > random) = {tables.number(row['p_a_gt_b'])} (N = {int(row['n'])}); row `heldout_reverse_vs_random` of "
         f"`{comp_path}`" if row is not None else f"not configured (no `heldout_reverse_vs_random` in `{comp_path}`)"))
     if attention is not None and len(attention):
         means = attention.groupby(["arm", "target"])["mass"].mean().unstack("target")
@@ -748,21 +734,21 @@ def headline_lines(by_name: Mapping[str, Mapping[str, Any]], attention: pd.DataF
                                                        if base and a != base else "")
                  for a in means.index if a in ("base", "anchor", "random") or a == base]
         out.append("- **2. attention**: mass onto the locked anchor, mean over layers and heads (Δ vs "
-                   f"{base or 'base'}): " + ", ".join(parts) + f"; `{paths.get('attention_figure', '')}`")
+                   f"{base or 'base'}): " + ", ".join(parts) + f"; `{paths['attention_figure']}`")
     else:
         out.append("- **2. attention**: not run")
     if lora is not None and len(lora):
         full = lora[lora["targets"] == "full"]
         vo = full[full["kind"].isin(["v", "o"])].groupby("arm")["share"].sum()
         out.append("- **3. LoRA allocation**: V+O share of Σ‖ΔW‖² in the full-target adapters: "
-                   + ", ".join(f"{a} {v:.3f}" for a, v in vo.items()) + f"; `{paths.get('lora_figure', '')}`")
+                   + ", ".join(f"{a} {v:.3f}" for a, v in vo.items()) + f"; `{paths['lora_figure']}`")
     else:
         out.append("- **3. LoRA allocation**: not run")
     vo_row = by_name.get("heldout_anchorvo_vs_anchor")
     out.append("- **4. V/O ablation**: " + (
-        f"held-out anchor-vo {_fmt(vo_row['mean_a'])} vs anchor (full) {_fmt(vo_row['mean_b'])}, diff "
-        f"{_fmt(vo_row['diff'], '+.3f')} [{_fmt(vo_row['diff_lo'], '+.3f')}, {_fmt(vo_row['diff_hi'], '+.3f')}]; "
-        if vo_row is not None else "") + f"see `{paths.get('ablation', 'results/figures/ablation.pdf')}`")
+        f"held-out anchor-vo {tables.number(vo_row['mean_a'])} vs anchor (full) {tables.number(vo_row['mean_b'])}, diff "
+        f"{tables.number(vo_row['diff'], '+.3f')} [{tables.number(vo_row['diff_lo'], '+.3f')}, {tables.number(vo_row['diff_hi'], '+.3f')}]; "
+        if vo_row is not None else "") + f"see `{paths['ablation']}`")
     if maskcount is not None and len(maskcount):
         split = "held_out" if (maskcount["split"] == "held_out").any() else "all"
         part = maskcount[maskcount["split"] == split]
@@ -771,7 +757,7 @@ def headline_lines(by_name: Mapping[str, Mapping[str, Any]], attention: pd.DataF
         out.append(f"- **5. mask count**: {split.replace('_', '-')} Δ mean corpus_overlap from k = "
                    f"{int(part['k0'].iloc[0])} to k = {kmax}: "
                    + ", ".join(f"{r['arm']} {r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]"
-                               for r in top.to_dict("records")) + f"; `{paths.get('maskcount_md', '')}`")
+                               for r in top.to_dict("records")) + f"; `{paths['maskcount_md']}`")
     else:
         out.append("- **5. mask count**: not run")
     return out
@@ -787,7 +773,7 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
     comp = comparisons if comparisons is not None else pd.DataFrame(columns=["name", "a", "b"])
     by_name = {r["name"]: r for r in comp.to_dict("records")}
     lines += ["## Headlines (one line per probe)", ""]
-    lines += headline_lines(by_name, attention, lora, maskcount, arms, paths)
+    lines += headline_lines(by_name, attention, lora, maskcount, paths)
     lines.append("")
 
     lines += ["## 1. Direction of asymmetry: reverse vs random", ""]
@@ -797,7 +783,7 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
         row = rows[0] if rows else None
     if row is not None:
         lines += [f"- {_comparison_line(row)}.",
-                  f"- Source: `{paths.get('comparisons', 'results/stats/comparisons.parquet')}` (also in "
+                  f"- Source: `{paths['comparisons']}` (also in "
                   "`results/tables/headline.md`)."]
     else:
         lines.append("- No reverse vs random comparison is configured (`statistics.comparisons`).")
@@ -819,13 +805,13 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
             p, a = means.loc[arm, "prefix"], means.loc[arm, "anchor"]
             dp = p - means.loc[base, "prefix"] if base else float("nan")
             da = a - means.loc[base, "anchor"] if base else float("nan")
-            lines.append(f"| {arm} | {p:.3f} | {a:.3f} | {_fmt(dp, '+.3f')} | {_fmt(da, '+.3f')} |")
-        lines += ["", f"- Per layer and head: `{paths.get('attention', 'results/probes/attention.parquet')}`; "
-                  f"heatmaps (per arm and arm − base): `{paths.get('attention_figure', 'results/probes/attention.pdf')}`.",
+            lines.append(f"| {arm} | {p:.3f} | {a:.3f} | {tables.number(dp, '+.3f')} | {tables.number(da, '+.3f')} |")
+        lines += ["", f"- Per layer and head: `{paths['attention']}`; "
+                  f"heatmaps (per arm and arm − base): `{paths['attention_figure']}`.",
                   ""]
     else:
         lines += ["- Not run (`probes.attention_arms` is empty) or not available for this model (the reason is "
-                  f"in the metadata of `{paths.get('attention', 'results/probes/attention.parquet')}`).", ""]
+                  f"in the metadata of `{paths['attention']}`).", ""]
 
     lines += ["## 3. LoRA weight allocation", ""]
     if lora is not None and len(lora):
@@ -840,11 +826,11 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
         for arm in order_arms(list(shares.index)):
             s = {k: shares.loc[arm].get(k, np.nan) for k in KINDS}
             vo = np.nansum([s["v"], s["o"]])
-            lines.append(f"| {arm} | {targets[arm]} | " + " | ".join(_fmt(s[k]) for k in KINDS)
+            lines.append(f"| {arm} | {targets[arm]} | " + " | ".join(tables.number(s[k]) for k in KINDS)
                          + f" | {vo:.3f} | {norms[arm]:.3f} |")
-        lines += ["", f"- Per layer: `{paths.get('lora_layers', 'results/probes/lora_layers.parquet')}`; per kind: "
-                  f"`{paths.get('lora', 'results/probes/lora.parquet')}`; figure: "
-                  f"`{paths.get('lora_figure', 'results/probes/lora.pdf')}`.", ""]
+        lines += ["", f"- Per layer: `{paths['lora_layers']}`; per kind: "
+                  f"`{paths['lora']}`; figure: "
+                  f"`{paths['lora_figure']}`.", ""]
     else:
         lines += ["- Not run (no adapter arms).", ""]
 
@@ -855,7 +841,7 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
         lines.append(f"- {_comparison_line(r)}.")
     if not ablation:
         lines.append("- No comparison involving a vo or qk arm is configured (`statistics.comparisons`).")
-    lines += [f"- Figure: `{paths.get('ablation', 'results/figures/ablation.pdf')}` (full / vo / qk for anchor and "
+    lines += [f"- Figure: `{paths['ablation']}` (full / vo / qk for anchor and "
               "random, held-out pooled, base as reference).", ""]
 
     lines += ["## 5. Mask-count robustness (seed 002)", ""]
@@ -874,9 +860,9 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
             lines.append(f"- {arm}: {a0['mean']:.3f} -> {am['mean']:.3f}, Δ {am['diff']:+.3f} "
                          f"[{am['diff_lo']:+.3f}, {am['diff_hi']:+.3f}], P(Δ<0) = {am['p_below_k0']:.3f} "
                          f"(N = {int(am['n'])}).")
-        lines += [f"- Table: `{paths.get('maskcount_md', 'results/probes/maskcount.md')}` "
-                  f"(`{paths.get('maskcount', 'results/probes/maskcount.parquet')}`); figure: "
-                  f"`{paths.get('maskcount_figure', 'results/probes/maskcount.pdf')}`.", ""]
+        lines += [f"- Table: `{paths['maskcount_md']}` "
+                  f"(`{paths['maskcount']}`); figure: "
+                  f"`{paths['maskcount_figure']}`.", ""]
     else:
         lines += ["- Not run (`probes.maskcount_k` or its arms are empty).", ""]
     return "\n".join(lines)

@@ -6,6 +6,7 @@ comes first in the corpus file, so the choice never depends on sort stability.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,3 +32,22 @@ def retrieve(queries: list[dict[str, Any]], corpus: list[dict[str, Any]], *, k1:
             "gold_id": query.get("gold_id"), "hit": query.get("gold_id") == corpus[best]["id"],
         })
     return results
+
+
+def study_anchors(config: dict[str, Any], domain: str, query_set: str = "main",
+                  root: Path | None = None) -> list[dict[str, Any]]:
+    """A domain's queries of one query set with their retrieved statements, as results/retrieval/ holds them.
+
+    ``root`` resolves the config's relative data paths (the benchmarks run from elsewhere).
+    """
+    from anchormask import config as study
+    from anchormask import data
+
+    def at(path: Path) -> Path:
+        return path if root is None or path.is_absolute() else root / path
+
+    queries = data.load_queries(at(data.queries_path(config, domain, query_set)),
+                                config["data"].get("max_queries_per_domain"))
+    corpus = data.load_corpus(at(data.corpus_path(config, domain)))
+    return [{"domain": domain, "split": study.split_of(config, domain), "query_set": query_set, **r}
+            for r in retrieve(queries, corpus, **config["retrieval"])]

@@ -52,6 +52,21 @@ class SamplerSettings:
     batch_size: int = 64
     seed: int = 1234
 
+    def __post_init__(self) -> None:
+        # LLaDA's generate() asserts both: blocks tile the slot and share the steps equally.
+        if self.block_len:
+            if self.answer_len % self.block_len:
+                raise InputError(f"generation.block_len = {self.block_len} does not divide generation.answer_len = "
+                                 f"{self.answer_len}; semi-autoregressive blocks must tile the answer slot")
+            if self.steps % self.blocks:
+                raise InputError(f"generation.steps = {self.steps} is not a multiple of the {self.blocks} blocks "
+                                 f"(answer_len / block_len); each block gets steps / blocks denoising steps")
+
+    @property
+    def blocks(self) -> int:
+        """Semi-autoregressive blocks of the answer slot (``block_len: 0``: one, the whole slot)."""
+        return self.answer_len // self.block_len if self.block_len else 1
+
     @classmethod
     def from_config(cls, spec: dict[str, Any]) -> "SamplerSettings":
         return cls(**{k: spec[k] for k in cls.__dataclass_fields__ if k in spec})
@@ -199,11 +214,9 @@ def _blocks(settings: SamplerSettings, masked: torch.Tensor, starts: torch.Tenso
     and visible to the model.
     """
     width = settings.block_len or settings.answer_len
-    n_blocks = -(-settings.answer_len // width)
-    steps = max(1, settings.steps // n_blocks)
     offset = torch.arange(masked.shape[1])[None, :] - starts[:, None]
-    for j in range(n_blocks):
-        yield masked & (offset >= j * width) & (offset < (j + 1) * width), steps
+    for j in range(settings.blocks):
+        yield masked & (offset >= j * width) & (offset < (j + 1) * width), settings.steps // settings.blocks
 
 
 def generate(backbone: Backbone, runtime: Runtime, requests: list[Request], settings: SamplerSettings,

@@ -20,14 +20,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-import anchormask
-from anchormask import metric, quality
+from anchormask import metric, provenance, quality
 from anchormask.checksum import file_sha256
 from anchormask.io import InputError, atomic_path, canonical_json, read_jsonl
 
@@ -39,12 +37,13 @@ COMPRESSION_LEVEL = 9
 _str, _int, _f64, _bool = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 
 
-def _schema(fields: Sequence[tuple[str, pa.DataType, bool]]) -> pa.Schema:
+def arrow_schema(fields: Sequence[tuple[str, pa.DataType, bool]]) -> pa.Schema:
     return pa.schema([pa.field(name, typ, nullable=nullable) for name, typ, nullable in fields])
 
 
-GENERATIONS_SCHEMA = _schema([
-    ("query_id", _str, False), ("domain", _str, False), ("split", _str, False), ("arm", _str, False),
+GENERATIONS_SCHEMA = arrow_schema([
+    ("query_id", _str, False), ("domain", _str, False), ("split", _str, False), ("query_set", _str, False),
+    ("arm", _str, False),
     ("strategy", _str, True), ("targets", _str, True), ("adapter_id", _str, True),
     ("train_size", _int, True), ("train_steps", _int, True), ("train_seed", _int, True),
     ("statement_id", _str, False), ("locked_tokens", _int, False), ("anchor_truncated", _bool, False),
@@ -63,21 +62,16 @@ _STAT_FIELDS = [
     ("resamples", _int, False), ("confidence", _f64, False), ("seed", _int, False), ("permutations", _int, False),
     ("report", _str, True),
 ]
-COMPARISONS_SCHEMA = _schema([("name", _str, False), ("selector", _str, False), ("a", _str, False),
+COMPARISONS_SCHEMA = arrow_schema([("name", _str, False), ("selector", _str, False), ("a", _str, False),
                               ("b", _str, False), *_STAT_FIELDS])
-SWEEP_SCHEMA = _schema([("point", _str, False), ("train_size", _int, False), ("train_steps", _int, False),
+SWEEP_SCHEMA = arrow_schema([("point", _str, False), ("train_size", _int, False), ("train_steps", _int, False),
                         ("a", _str, False), ("b", _str, False), *_STAT_FIELDS])
 
 SORT_KEYS = ["arm", "split", "domain", "query_id", "train_size", "train_steps", "train_seed"]
 UNIQUE_KEYS = ("arm", "query_id", "train_size", "train_steps", "train_seed")
 
 
-def versions() -> dict[str, str]:
-    return {"anchormask": anchormask.__version__, "numpy": np.__version__, "pandas": pd.__version__,
-            "pyarrow": pa.__version__}
-
-
-def _file_entry(path: str | os.PathLike[str]) -> dict[str, str]:
+def file_entry(path: str | os.PathLike[str]) -> dict[str, str]:
     return {"path": str(path), "sha256": file_sha256(path)}
 
 
@@ -137,9 +131,9 @@ def generations_table(jsonl_paths: Iterable[str | os.PathLike[str]],
                 raise InputError(f"{where}: repeats the generation at {seen[key]} "
                                  f"({', '.join(f'{k}={v}' for k, v in zip(UNIQUE_KEYS, key))})")
             seen[key] = where
-            place = (domain, rec["split"])
+            place = (domain, rec["split"], rec["query_set"])
             if query_domain.setdefault(rec["query_id"], place) != place:
-                raise InputError(f"{where}: query {rec['query_id']!r} has domain/split {place}, elsewhere "
+                raise InputError(f"{where}: query {rec['query_id']!r} has domain/split/query set {place}, elsewhere "
                                  f"{query_domain[rec['query_id']]}")
             bases.setdefault(rec["base_sha256"], where)
             if len(bases) > 1:
@@ -155,14 +149,19 @@ def generations_table(jsonl_paths: Iterable[str | os.PathLike[str]],
     df = df.sort_values(SORT_KEYS, kind="mergesort", na_position="first").reset_index(drop=True)
     df.attrs["anchormask"] = {
         "table": "generations",
-        "inputs": [_file_entry(p) for p in jsonl_paths],
-        "corpora": {d: _file_entry(p) | {"vocabulary": len(vocabs[d])} for d, p in sorted(corpora.items())},
+        "inputs": [file_entry(p) for p in jsonl_paths],
+        "corpora": {d: file_entry(p) | {"vocabulary": len(vocabs[d])} for d, p in sorted(corpora.items())},
         "metric": {"word_pattern": metric.WORD_PATTERN, "normalise": "lower, NFKD, combining marks dropped",
                    "stop_words": "bm25s.stopwords.STOPWORDS_EN_PLUS", "stop_word_count": len(quality.STOP_WORDS)},
         "rows": len(df),
-        "versions": versions(),
+        "versions": provenance.versions(),
     }
     return df
+
+
+def of_query_set(df: pd.DataFrame, query_set: str = "main") -> pd.DataFrame:
+    """The rows of one query set; figures, samples and the main comparisons use the main set."""
+    return df[df["query_set"] == query_set].reset_index(drop=True)
 
 
 def _scores(text: str, vocab: frozenset[str]) -> dict[str, Any]:
@@ -231,7 +230,8 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- headline markdown
 
-def _num(x: Any, fmt: str) -> str:
+def number(x: Any, fmt: str = ".3f") -> str:
+    """A table cell: n/a for a missing value or NaN, inf/-inf for an infinite one."""
     if x is None or x is pd.NA:
         return "n/a"
     x = float(x)
@@ -243,12 +243,12 @@ def _num(x: Any, fmt: str) -> str:
 
 
 def _ratio(row: Mapping[str, Any]) -> str:
-    ratio = _num(row['ratio'], '.2f')
-    return f"{ratio}{'x' if ratio != 'n/a' else ''} [{_num(row['ratio_lo'], '.2f')}, {_num(row['ratio_hi'], '.2f')}]"
+    ratio = number(row['ratio'], '.2f')
+    return f"{ratio}{'x' if ratio != 'n/a' else ''} [{number(row['ratio_lo'], '.2f')}, {number(row['ratio_hi'], '.2f')}]"
 
 
 def _diff(row: Mapping[str, Any]) -> str:
-    return f"{_num(row['diff'], '+.3f')} [{_num(row['diff_lo'], '+.3f')}, {_num(row['diff_hi'], '+.3f')}]"
+    return f"{number(row['diff'], '+.3f')} [{number(row['diff_lo'], '+.3f')}, {number(row['diff_hi'], '+.3f')}]"
 
 
 def _report(row: Mapping[str, Any]) -> str:
@@ -269,7 +269,7 @@ def _settings_line(df: pd.DataFrame) -> str:
 
 def _p(row: Mapping[str, Any]) -> str:
     """Permutation p-value with its Holm adjustment; exact ones carry no Monte Carlo error."""
-    return f"{_num(row['p_perm'], '.4f')} | {_num(row['p_holm'], '.4f')}"
+    return f"{number(row['p_perm'], '.4f')} | {number(row['p_holm'], '.4f')}"
 
 
 def _n(row: Mapping[str, Any]) -> str:
@@ -283,8 +283,8 @@ def _comparison_table(df: pd.DataFrame) -> list[str]:
              "|---|---|---|---|---:|---:|---:|---|---|---:|---:|---:|---|"]
     for row in df.to_dict("records"):
         lines.append(f"| {row['name']} | {row['selector']} | {row['a']} | {row['b']} | {_n(row)} | "
-                     f"{_num(row['mean_a'], '.3f')} | {_num(row['mean_b'], '.3f')} | {_ratio(row)} | {_diff(row)} | "
-                     f"{_num(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
+                     f"{number(row['mean_a'], '.3f')} | {number(row['mean_b'], '.3f')} | {_ratio(row)} | {_diff(row)} | "
+                     f"{number(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
     return lines
 
 
@@ -300,18 +300,37 @@ def _per_seed_table(comparisons_df: pd.DataFrame, per_seed_df: pd.DataFrame) -> 
              "| comparison | a/b pooled [CI] | a/b per seed | a−b per seed |", "|---|---|---|---|"]
     for row in comparisons_df.to_dict("records"):
         seeds = per_seed_df[per_seed_df["name"] == row["name"]].to_dict("records")
-        ratios = ", ".join(f"{s['seed_a'] if s['seed_a'] is not pd.NA else '-'}: {_num(s['ratio'], '.2f')}x"
+        ratios = ", ".join(f"{s['seed_a'] if s['seed_a'] is not pd.NA else '-'}: {number(s['ratio'], '.2f')}x"
                            for s in seeds)
-        diffs = ", ".join(f"{_num(s['diff'], '+.3f')}" for s in seeds)
+        diffs = ", ".join(f"{number(s['diff'], '+.3f')}" for s in seeds)
         lines.append(f"| {row['name']} | {_ratio(row)} | {ratios} | {diffs} |")
+    return lines + [""]
+
+
+def _query_sets_table(comparisons_df: pd.DataFrame, alt_df: pd.DataFrame) -> list[str]:
+    """The held-out comparisons on the main query set beside the same ones on the second set."""
+    main = {row["name"]: row for row in comparisons_df.to_dict("records")}
+    lines = [f"## Both query sets: held-out comparisons on corpus_overlap (second set: Holm over {_family(alt_df)})",
+             "", "The same adapters answering a second, independently worded set of held-out queries "
+             "(`data.alt_queries_dir`). A difference that holds on one set only depends on the wording of the "
+             "queries.", "",
+             "| comparison | N | first set a/b [CI] | first a−b | first p Holm | N | second set a/b [CI] | "
+             "second a−b | second p Holm |",
+             "|---|---:|---|---:|---:|---:|---|---:|---:|"]
+    for row in alt_df.to_dict("records"):
+        first = main[row["name"]]
+        lines.append(f"| {row['name']} | {_n(first)} | {_ratio(first)} | {number(first['diff'], '+.3f')} | "
+                     f"{number(first['p_holm'], '.4f')} | {_n(row)} | {_ratio(row)} | {number(row['diff'], '+.3f')} | "
+                     f"{number(row['p_holm'], '.4f')} |")
     return lines + [""]
 
 
 def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
                       base_description: Mapping[str, Any] | str, content_df: pd.DataFrame,
-                      per_seed_df: pd.DataFrame | None = None) -> str:
+                      per_seed_df: pd.DataFrame | None = None, alt_df: pd.DataFrame | None = None) -> str:
     """The headline tables: comparisons (the report's figures beside ours), per training seed when
-    there are several (``bootstrap.per_seed``), the same comparisons on content-word overlap, the sweep."""
+    there are several (``bootstrap.per_seed``), the held-out comparisons on the second query set
+    when there is one, the same comparisons on content-word overlap, the sweep."""
     if isinstance(base_description, Mapping):
         base = f"`{base_description.get('path')}` (sha256 `{base_description.get('sha256')}`)"
     else:
@@ -327,6 +346,7 @@ def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
              *_comparison_table(comparisons_df), "",
              *(_per_seed_table(comparisons_df, per_seed_df) if per_seed_df is not None and max(seeds, default=1) > 1
                else []),
+             *(_query_sets_table(comparisons_df, alt_df) if alt_df is not None else []),
              f"## The same comparisons on content-word overlap (Holm over {_family(content_df)})", "",
              "corpus_overlap counted over content words only (stop words removed from the text and the "
              "vocabulary): an advantage that vanishes here is carried by function words.", "",
@@ -337,8 +357,8 @@ def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
              "|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|"]
     for row in sweep_df.to_dict("records"):
         lines.append(f"| {int(row['train_size'])} | {int(row['train_steps'])} | {_n(row)} | "
-                     f"{_num(row['mean_a'], '.3f')} | {_num(row['mean_b'], '.3f')} | {_ratio(row)} | {_diff(row)} | "
-                     f"{_num(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
+                     f"{number(row['mean_a'], '.3f')} | {number(row['mean_b'], '.3f')} | {_ratio(row)} | {_diff(row)} | "
+                     f"{number(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
     conf = sorted(set(comparisons_df["confidence"])) if len(comparisons_df) else []
     lines += ["", "## Notes", "",
               f"- Base: {base}.",

@@ -6,6 +6,14 @@ localrules:
     samples,
 
 
+# The comparison tables: the report's metric and content-word overlap on the main query set, and
+# the report's metric on the second query set when there is one.
+COMPARISON_TABLES = {
+    "comparisons": {"metric": "overlap", "query_set": "main"},
+    "content_comparisons": {"metric": "content_overlap", "query_set": "main"},
+    **({"comparisons_alt": {"metric": "overlap", "query_set": "alt"}} if "alt" in QUERY_SETS else {}),
+}
+
 
 rule aggregate:
     input:
@@ -55,11 +63,10 @@ rule statistics:
     input:
         "results/tables/generations.parquet",
     output:
-        "results/stats/comparisons.parquet",
-        "results/stats/content_comparisons.parquet",
+        [f"results/stats/{name}.parquet" for name in COMPARISON_TABLES],
     params:
         kind="comparisons",
-        metrics=as_json(["overlap", "content_overlap"]),
+        tables=as_json([{"table": name, **spec} for name, spec in COMPARISON_TABLES.items()]),
         settings=statistics_settings("comparisons"),
         code=code_digest_of("statistics.py"),
     log:
@@ -82,7 +89,7 @@ rule statistics_sweep:
         "results/stats/sweep.parquet",
     params:
         kind="sweep",
-        metrics=as_json(["overlap"]),
+        tables=as_json([{"table": "sweep", "metric": "overlap", "query_set": "main"}]),
         settings=statistics_settings("sweep"),
         code=code_digest_of("statistics.py"),
     log:
@@ -104,6 +111,7 @@ rule headline:
         content="results/stats/content_comparisons.parquet",
         sweep="results/stats/sweep.parquet",
         generations="results/tables/generations.parquet",
+        alt=[f"results/stats/{name}.parquet" for name in COMPARISON_TABLES if name == "comparisons_alt"],
     output:
         report(
             "results/tables/headline.md",

@@ -40,6 +40,11 @@ VERIFIED = "results/base/verified.json"
 DOMAINS = study.domains(config)
 ARMS = list(config["arms"])
 SWEEP = study.sweep_points(config)
+QUERY_SETS = study.query_sets(config)
+
+
+wildcard_constraints:
+    query_set="|".join(QUERY_SETS),
 
 
 def code_digest_of(script):
@@ -116,12 +121,14 @@ def corpus_pattern():
     return os.path.join(config["data"]["corpora_dir"], "{domain}.jsonl")
 
 
-def queries_pattern():
-    return os.path.join(config["data"]["queries_dir"], "{domain}.jsonl")
+def query_file(wildcards):
+    return str(study_data.queries_path(config, wildcards.domain, wildcards.query_set))
 
 
-def retrieval_files():
-    return expand("results/retrieval/{domain}.jsonl", domain=DOMAINS)
+def retrieval_files(query_sets=tuple(QUERY_SETS)):
+    """Retrieved queries of the named query sets (the arms' generations cover every set; the sweep
+    and the probes only the main one)."""
+    return [f"results/retrieval/{qs}/{d}.jsonl" for qs in query_sets for d in QUERY_SETS[qs]]
 
 
 def sweep_generation_files():
@@ -140,7 +147,7 @@ def default_targets():
 
 def study_text_files():
     """Every corpus, query and pair file: the texts pretraining must not see, the anchors evaluation uses."""
-    queries = [str(study_data.queries_path(config, d)) for d in DOMAINS]
+    queries = [str(study_data.queries_path(config, d, qs)) for qs, domains in QUERY_SETS.items() for d in domains]
     return sorted({*corpus_files(), *queries, config["data"]["pairs"]})
 
 

@@ -9,9 +9,9 @@ localrules:
 rule retrieve:
     input:
         corpus=corpus_pattern(),
-        queries=queries_pattern(),
+        queries=query_file,
     output:
-        "results/retrieval/{domain}.jsonl",
+        "results/retrieval/{query_set}/{domain}.jsonl",
     params:
         settings=lambda wc: as_json({
             "retrieval": config["retrieval"],
@@ -20,9 +20,9 @@ rule retrieve:
         }),
         code=code_digest_of("retrieve.py"),
     log:
-        "results/logs/retrieve/{domain}.log",
+        "results/logs/retrieve/{query_set}/{domain}.log",
     benchmark:
-        "results/benchmarks/retrieve/{domain}.tsv"
+        "results/benchmarks/retrieve/{query_set}/{domain}.tsv"
     resources:
         mem_mb=1000,
         runtime=10,
@@ -63,7 +63,7 @@ rule generate_arm:
 rule generate_sweep:
     input:
         verified=VERIFIED,
-        retrieval=retrieval_files(),
+        retrieval=retrieval_files(["main"]),
         adapters=sweep_adapter_dirs,
     output:
         "results/generations/sweep/{strategy}_n{size}_s{steps}.jsonl",

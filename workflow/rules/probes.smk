@@ -43,7 +43,7 @@ MASKCOUNT_FILES = [f"results/generations/{a}.jsonl" if k == config["generation"]
 rule probe_attention:
     input:
         verified=VERIFIED,
-        retrieval=retrieval_files(),
+        retrieval=retrieval_files(["main"]),
         adapters=[d for spec in ATTENTION_SPECS for d in spec["adapters"]],
     output:
         table="results/probes/attention.parquet",
@@ -105,7 +105,7 @@ rule probe_lora:
 rule probe_maskcount_generate:
     input:
         verified=VERIFIED,
-        retrieval=retrieval_files(),
+        retrieval=retrieval_files(["main"]),
         adapters=arm_adapter_dirs,
     output:
         "results/probes/maskcount/{arm}_k{k}.jsonl",

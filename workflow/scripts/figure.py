@@ -14,7 +14,7 @@ def main(smk):
     raw = getattr(smk.params, "settings", None)
     settings = json.loads(raw) if raw else {}
     ci = {k: settings[k] for k in ("resamples", "confidence", "seed") if k in settings}
-    df = tables.read_parquet(smk.input[0])
+    df = tables.of_query_set(tables.read_parquet(smk.input[0]))
     if which == "main":
         figures.main_figure(df, smk.output.pdf, smk.output.png, **ci)
     elif which == "ablation":

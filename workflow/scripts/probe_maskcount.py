@@ -4,7 +4,7 @@ markdown, figure)."""
 import json
 import logging
 
-from anchormask import io, probes, runlog, tables
+from anchormask import io, probes, provenance, runlog, tables
 from anchormask.checksum import file_sha256
 
 
@@ -22,7 +22,7 @@ def main(smk):
                                        int(settings["seed"]))
     meta = {"table": "probe_maskcount", "inputs": [{"arm": a, "k": k, "path": p, "sha256": file_sha256(p)}
                                                   for (a, k), p in zip(files, paths)],
-            "settings": settings, "versions": tables.versions()}
+            "settings": settings, "versions": provenance.versions()}
     tables.write_parquet(summary, smk.output.table, probes.MASKCOUNT_SCHEMA, metadata=meta)
     io.write_text(smk.output.md, probes.maskcount_markdown(summary))
     probes.maskcount_figure(summary, smk.output.pdf, smk.output.png)

@@ -3,7 +3,7 @@
 import json
 import logging
 
-from anchormask import io, runlog, samples, tables
+from anchormask import io, provenance, runlog, samples, tables
 from anchormask.checksum import file_sha256
 
 
@@ -11,10 +11,10 @@ from anchormask.checksum import file_sha256
 def main(smk):
     runlog.log_to(smk.log[0])
     settings = json.loads(smk.params.settings)
-    text = samples.samples_markdown(io.read_jsonl(smk.input.generations), tables.read_parquet(smk.input.table),
+    text = samples.samples_markdown(io.read_jsonl(smk.input.generations), tables.of_query_set(tables.read_parquet(smk.input.table)),
                                     settings["arms"], settings["domains"], settings["per_domain"])
     inputs = [f"`{p}` (sha256 `{file_sha256(p)}`)" for p in (smk.input.generations, smk.input.table)]
-    text += f"\nSources: {', '.join(inputs)}; anchormask {tables.versions()['anchormask']}.\n"
+    text += f"\nSources: {', '.join(inputs)}; anchormask {provenance.versions()['anchormask']}.\n"
     io.write_text(smk.output[0], text)
     logging.info("wrote %s", smk.output[0])
 
