@@ -167,3 +167,16 @@ def test_a_consistent_study_passes_the_cross_file_checks(tmp_path):
 def test_cross_file_problems_name_file_line_and_field(tmp_path, edits, expected):
     with pytest.raises(io.InputError, match=expected):
         data.check_all(_study(tmp_path, **edits))
+
+
+def test_the_second_query_set_is_checked_like_the_first(tmp_path):
+    cfg = _study(tmp_path, **{"alt__law.jsonl": ['{"id": "law-q1", "query": "Again?", "gold_id": "law-1"}\n']})
+    cfg["data"]["alt_queries_dir"] = str(tmp_path / "alt")
+    with pytest.raises(io.InputError, match=r"alt/law.jsonl: line 1: field 'id': query id 'law-q1' is also on line 1"):
+        data.check_all(cfg)
+    (tmp_path / "alt" / "law.jsonl").unlink()
+    with pytest.raises(io.InputError, match=r"alt/law.jsonl: file not found; data.held_out names domain 'law', "
+                                            r"whose file must be data.alt_queries_dir/law.jsonl"):
+        data.check_all(cfg)
+    write_lines(tmp_path / "alt" / "law.jsonl", ['{"id": "law-a1", "query": "And?", "gold_id": "law-1"}\n'])
+    assert data.check_all(cfg)["alt_queries:law"] == 1
