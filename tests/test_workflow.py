@@ -14,7 +14,7 @@ def test_default_dag_has_one_job_per_training_config_and_arm(repo):
     jobs = dry_run_jobs(repo)
     assert jobs["train_adapter"] == 17
     assert jobs["generate_arm"] == 8 and jobs["generate_sweep"] == 12
-    assert jobs["verify_base"] == 1 and jobs["retrieve"] == 5
+    assert jobs["verify_base"] == 1 and jobs["retrieve"] == 9  # 5 domains of the main query set, 4 of the second
     assert jobs["aggregate"] == 1 and jobs["statistics"] == 1 and jobs["figure"] == 3
     assert jobs["samples"] == 1 and jobs["paper"] == 1
 
