@@ -14,7 +14,9 @@ def main(smk):
     raw = getattr(smk.params, "settings", None)
     settings = json.loads(raw) if raw else {}
     ci = {k: settings[k] for k in ("resamples", "confidence", "seed") if k in settings}
-    df = tables.of_query_set(tables.read_parquet(smk.input[0]))
+    df = tables.read_parquet(smk.input[0])
+    if which != "sweep":  # the sweep figure reads the sweep statistics, which cover the main query set only
+        df = tables.of_query_set(df)
     if which == "main":
         figures.main_figure(df, smk.output.pdf, smk.output.png, **ci)
     elif which == "ablation":
