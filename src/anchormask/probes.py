@@ -581,7 +581,8 @@ def maskcount_generations(files: Sequence[tuple[str, int, str]], corpora: Mappin
                 raise InputError(f"{path}: line {lineno}: expected arm {arm!r} with sampler.extra_masks = {k}, "
                                  f"found {rec.get('arm')!r} with {rec.get('sampler', {}).get('extra_masks')!r}; "
                                  "regenerate it")
-        df = tables.generations_table([path], corpora)
+        # k = generation.extra_masks reuses the arm's main generations, which also hold the second query set
+        df = tables.of_query_set(tables.generations_table([path], corpora))
         frames.append(df.assign(k=int(k)))
     if not frames:
         raise InputError("mask-count probe: no generation files given")
