@@ -6,6 +6,11 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
+from anchormask.config import yaml_file
+
+# Snakemake's own message for a YAML syntax error names neither the line nor the problem.
+yaml_file("config.yaml")
+
 
 configfile: "config.yaml"
 
@@ -38,3 +43,7 @@ rule all:
     default_target: True
     input:
         default_targets(),
+
+
+# After every rule is defined: each rule's `code` param is its own script's import-closure digest.
+check_code_params()

@@ -241,7 +241,7 @@ def default_adapter(cfg: dict[str, Any], threads: int) -> tuple[Path, str]:
     """
     import tempfile
 
-    from anchormask import checksum, config, train
+    from anchormask import adapters, checksum, config, train
 
     base_sha = checksum.directory_sha256(base_dir(cfg))
     if "anchor_default" in ADAPTERS and ADAPTERS["anchor_default"][1] == base_sha:
@@ -250,7 +250,8 @@ def default_adapter(cfg: dict[str, Any], threads: int) -> tuple[Path, str]:
     job = config.AdapterJob("anchor", "full", size, steps, seed)
     pipeline = REPO / job.path
     try:
-        if json.loads((pipeline / "provenance.json").read_text())["base"]["sha256"] == base_sha:
+        if (json.loads((pipeline / "provenance.json").read_text())["base"]["sha256"] == base_sha
+                and not adapters.problems(pipeline)):
             return pipeline, f"the pipeline's {job.path}"
     except (OSError, KeyError, ValueError):
         pass

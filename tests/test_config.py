@@ -3,7 +3,8 @@ import copy
 import pytest
 import yaml
 
-from anchormask import config
+from anchormask import config, io
+from helpers import build_tiny_model
 from helpers import REPO
 
 
@@ -39,6 +40,7 @@ def test_enum_errors_list_the_allowed_values(default):
     cfg["train"]["loss"] = "mse"
     message = problems_of(cfg)
     assert "train.loss" in message and "'llada'" in message
+    assert "arms.anchor.strategy: 'forward' is not allowed; allowed values: 'anchor', 'random', 'reverse', null" in message
 
 
 def test_cross_key_checks(default):
@@ -49,11 +51,12 @@ def test_cross_key_checks(default):
     assert "must not exceed" in message and "unknown arm 'nosuch'" in message
 
 
-def test_bad_yaml_names_the_file(tmp_path):
+def test_bad_yaml_names_the_file_and_line(tmp_path):
     path = tmp_path / "config.yaml"
-    path.write_text("base: [unclosed\n")
-    with pytest.raises(config.ConfigError, match="config.yaml: not valid YAML"):
+    path.write_text("base: {path: x}\ntrain:\n  rank: [16\n  alpha: 32\n")
+    with pytest.raises(config.ConfigError, match=r"config.yaml: line 4, column 8: not valid YAML \(expected ','"):
         config.load(path)
+    assert issubclass(config.ConfigError, io.InputError)
 
 
 def test_overrides_apply_to_one_strategy_only(default):
@@ -95,3 +98,83 @@ def test_shipped_configs_are_valid():
     config.load(REPO / "config.yaml")
     tiny = yaml.safe_load((REPO / "tests" / "configs" / "tiny.yaml").read_text())
     assert set(tiny) <= set(yaml.safe_load((REPO / "config.yaml").read_text()))
+
+
+def test_in_domain_listed_as_held_out_is_named(default):
+    cfg = copy.deepcopy(default)
+    cfg["data"]["held_out"].append("in_domain")
+    assert "config.yaml: data.held_out: lists 'in_domain', the in-domain domain" in problems_of(cfg)
+
+
+@pytest.mark.parametrize("key", ["strategies", "sizes", "steps"])
+def test_empty_sweep_list_is_named(default, key):
+    cfg = copy.deepcopy(default)
+    cfg["sweep"][key] = []
+    assert f"config.yaml: sweep.{key}: an empty list; give at least one value" in problems_of(cfg)
+
+
+def test_errors_name_the_source_that_set_the_value(default):
+    layers = config.ConfigLayers((("config.yaml", {"train": {"rank": 16, "lr": 0.001, "alpha": -1}}),
+                                  ("tests/configs/tiny.yaml", {"train": {"lr": 0.5}}),
+                                  ("--config", {"train": {"rank": "sixteen"}})))
+    cfg = copy.deepcopy(default)
+    cfg["train"]["rank"], cfg["train"]["lr"], cfg["train"]["alpha"] = "sixteen", 5, -1
+    with pytest.raises(config.ConfigError) as err:
+        config.validate(cfg, layers.source_of)
+    message = str(err.value)
+    assert "--config: train.rank: 'sixteen' is not of type 'integer'" in message
+    assert "tests/configs/tiny.yaml: train.lr: 5 is out of range" in message
+    assert "config.yaml: train.alpha" in message
+
+
+def test_command_line_values_get_the_types_the_schema_wants(default):
+    """What Snakemake hands over for --config 'train={rank: 8, lr: 1e-3, seeds: [1, 2], ...}' (BaseLoader strings)."""
+    overrides = {"train": {"rank": "8", "lr": "1e-3", "seeds": ["1", "2"], "gradient_checkpointing": "true",
+                           "mask_ratio": {"kind": "window", "low": "0.45", "high": "0.55"}},
+                 "base": {"path": "2024", "device": "cpu"}, "generation": {"remasking": "random"}}
+    cfg = copy.deepcopy(default)
+    for section, values in overrides.items():
+        cfg[section] = {**cfg[section], **copy.deepcopy(values)}
+    config.apply_override_types(cfg, overrides)
+    assert cfg["train"]["rank"] == 8 and cfg["train"]["lr"] == 0.001 and cfg["train"]["seeds"] == [1, 2]
+    assert cfg["train"]["gradient_checkpointing"] is True and cfg["train"]["mask_ratio"]["low"] == 0.45
+    assert cfg["base"]["path"] == "2024" and cfg["generation"]["remasking"] == "random"  # strings stay strings
+    cfg["base"]["path"] = default["base"]["path"]
+    config.validate(cfg)
+
+
+def test_override_of_a_per_strategy_setting_is_typed_too(default):
+    overrides = {"train": {"overrides": {"anchor": {"lr": "0.02", "rank": "4"}}}}
+    cfg = copy.deepcopy(default)
+    cfg["train"]["overrides"] = copy.deepcopy(overrides["train"]["overrides"])
+    config.apply_override_types(cfg, overrides)
+    assert config.train_settings(cfg, "anchor")["lr"] == 0.02 and config.train_settings(cfg, "anchor")["rank"] == 4
+
+
+def test_base_path_that_is_not_a_folder_names_the_key(default, tmp_path):
+    cfg = copy.deepcopy(default)
+    cfg["base"]["path"] = str(tmp_path / "nowhere")
+    with pytest.raises(config.ConfigError, match="config.yaml: base.path: '.*nowhere' is not a directory"):
+        config.check_base(cfg)
+    (tmp_path / "nowhere").mkdir()
+    with pytest.raises(config.ConfigError, match="base.path: .*nowhere has no config.json"):
+        config.check_base(cfg)
+
+
+def test_sequences_longer_than_the_base_allows_are_named_at_dag_build(default, tmp_path):
+    model = build_tiny_model(tmp_path / "m")  # max_position_embeddings 96
+    cfg = copy.deepcopy(default)
+    cfg["base"]["path"] = str(model)
+    config.check_base(cfg)  # 48 + 32 extra masks of the mask-count probe + 3 <= 96
+    cfg["generation"]["answer_len"] = 70
+    cfg["train"]["overrides"] = {"random": {"seq_len": 100}}
+    with pytest.raises(config.ConfigError) as err:
+        config.check_base(cfg, lambda path: "--config" if path[0] == "generation" else "config.yaml")
+    message = str(err.value)
+    assert ("--config: generation.answer_len: 70 answer positions + 32 extra masks (generation.extra_masks, "
+            "probes.maskcount_k) + a prompt of at least 3 tokens = 105 positions, but the base allows 96 "
+            "(max_position_embeddings in") in message and "lower it to at most 61" in message
+    assert "config.yaml: train.overrides.random.seq_len: 100 positions" in message
+    cfg["probes"] = {"maskcount_k": []}
+    cfg["train"]["overrides"] = {}
+    config.check_base(cfg)  # without the probe's extra masks, 70 + 3 fits

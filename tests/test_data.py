@@ -92,3 +92,81 @@ def test_second_query_set_is_new_unique_and_answered_in_its_corpus():
             assert q["gold_id"] in ids and q["id"] not in first and q["id"] not in seen, q["id"]
             assert normalise(q["query"]) not in {normalise(f["query"]) for f in first.values()}
             seen.add(q["id"])
+
+
+def test_unknown_field_is_named_with_the_allowed_ones(tmp_path):
+    path = write_lines(tmp_path / "q.jsonl", ['{"id": "q1", "query": "Why?", "goldid": "x"}\n'])
+    with pytest.raises(io.InputError, match=r"q.jsonl: line 1: field 'goldid': unknown field \(did you mean "
+                                            r"'gold_id'\?\); allowed fields: gold_id, id, query"):
+        data.load_queries(path)
+    path = write_lines(tmp_path / "p.jsonl", ['{"id": "p1", "question": "Q?", "answer": "A.", "anwser": "A."}\n'])
+    with pytest.raises(io.InputError, match=r"p.jsonl: line 1: field 'anwser': unknown field \(did you mean 'answer'"):
+        data.load_pairs(path)
+
+
+def test_a_byte_that_is_not_utf8_names_file_line_and_column(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"id": "a", "text": "x"}\n{"id": "b", "text": "caf\xe9"}\n')
+    with pytest.raises(io.InputError, match=r"c.jsonl: line 2: byte 0xe9 at column 25 is not UTF-8; save the file"):
+        data.load_corpus(path)
+    json_path = tmp_path / "r.json"
+    json_path.write_bytes(b'{\n"a": "\xff"\n}\n')
+    with pytest.raises(io.InputError, match=r"r.json: line 2: byte 0xff"):
+        io.read_json(json_path)
+
+
+def _study(tmp_path, **edits):
+    """A two-domain study in tmp_path; ``edits`` maps a data file name to the lines it holds instead."""
+    files = {
+        "corpora/geo.jsonl": ['{"id": "geo-1", "text": "The Nile flows north."}\n',
+                              '{"id": "geo-2", "text": "Everest is high."}\n'],
+        "corpora/law.jsonl": ['{"id": "law-1", "text": "Courts decide cases."}\n'],
+        "queries/geo.jsonl": ['{"id": "geo-q1", "query": "Where does the Nile flow?", "gold_id": "geo-1"}\n'],
+        "queries/law.jsonl": ['{"id": "law-q1", "query": "What do courts do?", "gold_id": "law-1"}\n'],
+        "pairs.jsonl": ['{"id": "p1", "statement_id": "geo-2", "question": "How high?", "answer": "Everest is high."}\n'],
+    }
+    files.update({k.replace("__", "/"): v for k, v in edits.items()})
+    for name, lines in files.items():
+        if lines is not None:
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            write_lines(tmp_path / name, lines)
+    return {"data": {"corpora_dir": str(tmp_path / "corpora"), "queries_dir": str(tmp_path / "queries"),
+                     "pairs": str(tmp_path / "pairs.jsonl"), "in_domain": "geo", "held_out": ["law"]}}
+
+
+def test_a_consistent_study_passes_the_cross_file_checks(tmp_path):
+    assert data.check_all(_study(tmp_path)) == {"pairs": 1, "corpus:geo": 2, "queries:geo": 1, "corpus:law": 1,
+                                                "queries:law": 1}
+
+
+@pytest.mark.parametrize("edits,expected", [
+    ({"queries__law.jsonl": ['{"id": "geo-q1", "query": "Again?", "gold_id": "law-1"}\n']},
+     r"law.jsonl: line 1: field 'id': query id 'geo-q1' is also on line 1 of .*geo.jsonl; query ids must be unique"),
+    ({"queries__law.jsonl": ['{"id": "law-q1", "query": "What?", "gold_id": "law-9"}\n']},
+     r"law.jsonl: line 1: field 'gold_id': 'law-9' is not the id of a statement in .*corpora/law.jsonl"),
+    ({"pairs.jsonl": ['{"id": "p1", "question": "How high?", "answer": "Everest is very high."}\n']},
+     r"pairs.jsonl: line 1: field 'answer': not the text of any statement of the in-domain corpus .*geo.jsonl"),
+    ({"pairs.jsonl": ['{"id": "p1", "statement_id": "geo-1", "question": "Q?", "answer": "Everest is high."}\n']},
+     r"pairs.jsonl: line 1: field 'statement_id': 'geo-1' has another text than the answer, which is statement "
+     r"'geo-2'"),
+    ({"corpora__law.jsonl": None},
+     r"corpora/law.jsonl: file not found; data.held_out names domain 'law', whose file must be "
+     r"data.corpora_dir/law.jsonl: add the file or remove 'law' from data.held_out"),
+    ({"queries__geo.jsonl": None}, r"queries/geo.jsonl: file not found; data.in_domain names domain 'geo'"),
+])
+def test_cross_file_problems_name_file_line_and_field(tmp_path, edits, expected):
+    with pytest.raises(io.InputError, match=expected):
+        data.check_all(_study(tmp_path, **edits))
+
+
+def test_the_second_query_set_is_checked_like_the_first(tmp_path):
+    cfg = _study(tmp_path, **{"alt__law.jsonl": ['{"id": "law-q1", "query": "Again?", "gold_id": "law-1"}\n']})
+    cfg["data"]["alt_queries_dir"] = str(tmp_path / "alt")
+    with pytest.raises(io.InputError, match=r"alt/law.jsonl: line 1: field 'id': query id 'law-q1' is also on line 1"):
+        data.check_all(cfg)
+    (tmp_path / "alt" / "law.jsonl").unlink()
+    with pytest.raises(io.InputError, match=r"alt/law.jsonl: file not found; data.held_out names domain 'law', "
+                                            r"whose file must be data.alt_queries_dir/law.jsonl"):
+        data.check_all(cfg)
+    write_lines(tmp_path / "alt" / "law.jsonl", ['{"id": "law-a1", "query": "And?", "gold_id": "law-1"}\n'])
+    assert data.check_all(cfg)["alt_queries:law"] == 1

@@ -51,9 +51,22 @@ def test_arm_records_follow_the_schema_and_name_their_adapter(tiny_model_dir, ti
 
 def test_missing_adapter_is_named_before_generation(tiny_model_dir, retrieved, tmp_path):
     base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "device": "cpu"}
-    with pytest.raises(Exception, match="adapter is missing"):
+    with pytest.raises(Exception, match="empty: adapter_config.json is missing.*--forcerun"):
         (tmp_path / "empty").mkdir()
         generation.run_arm(arm="anchor", strategy="anchor", targets="full", adapters=[str(tmp_path / "empty")],
                            retrieval_files=[str(retrieved)], out=str(tmp_path / "x.jsonl"), base=base,
                            settings=sampler.SamplerSettings(answer_len=16, steps=2), threads=1)
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_a_truncated_anchor_is_logged(tiny_model_dir, retrieved, tmp_path, caplog):
+    base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "device": "cpu"}
+    caplog.set_level("WARNING", logger="anchormask.generation")
+    generation.run_arm(arm="base", strategy=None, targets=None, adapters=[], retrieval_files=[str(retrieved)],
+                       out=str(tmp_path / "g.jsonl"), base=base, settings=sampler.SamplerSettings(answer_len=4, steps=2),
+                       threads=1)
+    rows = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]
+    truncated = [r["query_id"] for r in rows if r["anchor_truncated"]]
+    lines = [rec.getMessage() for rec in caplog.records if "anchor truncated" in rec.getMessage()]
+    assert truncated and len(lines) == len(truncated)
+    assert lines[0].startswith(f"query {truncated[0]}: anchor truncated from ") and " to 3 tokens" in lines[0]

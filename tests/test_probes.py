@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from anchormask import probes, sampler, tables
+from anchormask import adapters, probes, sampler, tables
 from anchormask.io import InputError
 from helpers import REPO
 
@@ -133,6 +133,7 @@ def _write_adapter(path, mats, r=2, alpha=6):
     (path / "adapter_config.json").write_text(json.dumps({"r": r, "lora_alpha": alpha, "peft_type": "LORA"}))
     save_file({k: torch.tensor(v, dtype=torch.float32).contiguous() for k, v in mats.items()},
               str(path / "adapter_model.safetensors"))
+    (path / "provenance.json").write_text(json.dumps({"job": {"id": path.name}, "files": adapters.file_hashes(path)}))
 
 
 def test_lora_norms_and_shares_from_known_matrices(tmp_path):

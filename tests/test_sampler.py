@@ -166,3 +166,16 @@ def test_llada_schedule_matches_the_projects_where_it_commits():
 def test_block_arithmetic_that_does_not_divide_is_an_error(spec, message):
     with pytest.raises(InputError, match=message):
         sampler.SamplerSettings(**spec)
+
+
+def test_a_sequence_longer_than_the_model_allows_is_named_before_any_forward(tiny):
+    backbone, runtime = tiny  # max_position_embeddings 96
+    reqs = requests(backbone)
+    longest = max(reqs, key=lambda r: len(r.prompt_ids))
+    fits = 96 - len(longest.prompt_ids) - 4
+    sampler.generate(backbone, runtime, reqs, sampler.SamplerSettings(answer_len=fits, steps=1, extra_masks=4))
+    with pytest.raises(InputError, match=rf"query {longest.query_id}: prompt \({len(longest.prompt_ids)} tokens\) "
+                                         rf"\+ generation.answer_len \({fits + 1}\) \+ extra masks \(4\) = 97 positions, "
+                                         rf"more than the base allows \(max_position_embeddings = 96 in .*config.json\); "
+                                         rf"lower generation.answer_len .* to at most {fits}"):
+        sampler.generate(backbone, runtime, reqs, sampler.SamplerSettings(answer_len=fits + 1, steps=1, extra_masks=4))

@@ -85,12 +85,6 @@ def test_pair_longer_than_seq_len_names_the_pair(tiny_model_dir, tiny_pairs, tmp
     assert not (tmp_path / "ad").exists()
 
 
-def test_missing_adapter_is_a_clear_error(tmp_path):
-    (tmp_path / "ad").mkdir()
-    with pytest.raises(io.InputError, match="adapter_model.safetensors.*rerun"):
-        train.check_adapter(tmp_path / "ad")
-
-
 def test_warmup_then_constant_learning_rate():
     settings = {"lr": 0.01, "warmup_steps": 4}
     assert [train.lr_at(s, settings) for s in range(6)] == pytest.approx([0.0025, 0.005, 0.0075, 0.01, 0.01, 0.01])

@@ -56,3 +56,15 @@ def test_shipped_base_matches_the_pinned_hash():
 
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     assert checksum.directory_sha256(REPO / cfg["base"]["path"]) == cfg["base"]["sha256"]
+
+
+def test_mismatch_names_a_missing_kind_of_file_and_files_no_loader_reads(base_copy):
+    expected = checksum.directory_sha256(base_copy)
+    (base_copy / "notes.txt").write_text("x")
+    (base_copy / "model.safetensors").unlink()
+    with pytest.raises(verify.ChecksumError) as err:
+        verify.verify_base(str(base_copy), expected)
+    message = str(err.value)
+    assert "missing: no weights file (*.safetensors or *.bin)" in message
+    assert "not a checkpoint file, added to the folder?: notes.txt" in message
+    assert "no tokenizer file" not in message

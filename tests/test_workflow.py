@@ -14,7 +14,7 @@ def test_default_dag_has_one_job_per_training_config_and_arm(repo):
     jobs = dry_run_jobs(repo)
     assert jobs["train_adapter"] == 17
     assert jobs["generate_arm"] == 8 and jobs["generate_sweep"] == 12
-    assert jobs["verify_base"] == 1 and jobs["retrieve"] == 5
+    assert jobs["verify_base"] == 1 and jobs["retrieve"] == 9  # 5 domains of the main query set, 4 of the second
     assert jobs["aggregate"] == 1 and jobs["statistics"] == 1 and jobs["figure"] == 3
     assert jobs["samples"] == 1 and jobs["paper"] == 1
 
@@ -87,3 +87,60 @@ def test_model_jobs_ask_for_memory_from_the_weights_size(repo, tmp_path):
                                                                      math.ceil(16 * 1024 * 1.5) + 2000]
     default = snakemake(repo, "-n", "results/adapters/anchor_full_n144_s300_seed42")
     assert re.search(r"rule train_adapter:.*?\bmem_mb=4000\b", default.stdout + default.stderr, re.S)
+
+
+def test_nested_command_line_override_is_typed_and_reaches_the_jobs(repo):
+    """--config 'train={rank: 8}' used to fail: Snakemake hands nested values over as strings."""
+    proc = snakemake(repo, "-n", "--config", "train={rank: 8, lr: 1e-3, seeds: [1, 2]}", "generation={steps: 8}",
+                     "--", "results/adapters/anchor_full_n144_s300_seed2")
+    assert "rule train_adapter:" in proc.stdout + proc.stderr
+    assert dry_run_jobs(repo, "--config", "train={seeds: [1, 2]}")["train_adapter"] == 34
+
+
+def test_a_bad_command_line_value_is_blamed_on_the_command_line(repo, tmp_path):
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("generation: {steps: 0}\n")
+    proc = snakemake(repo, "-n", "--configfile", str(overlay), "--config", "train={rank: eight}", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "--config: train.rank: 'eight' is not of type 'integer'" in out
+    assert "overlay.yaml: generation.steps: 0 is out of range" in out
+    assert "config.yaml: train.rank" not in out
+
+
+def test_yaml_syntax_error_in_config_names_the_line(tmp_path):
+    broken = copy_repo(tmp_path)
+    config = broken / "config.yaml"
+    lines = config.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("  rank:"))
+    lines[at] = "  rank: [16\n"
+    config.write_text("".join(lines))
+    proc = snakemake(broken, "-n", check=False)
+    assert proc.returncode != 0
+    assert f"config.yaml: line {at + 2}, column " in proc.stdout + proc.stderr  # where YAML sees the list unclosed
+
+
+def test_held_out_domain_without_corpus_names_the_key(tmp_path):
+    broken = copy_repo(tmp_path)
+    (broken / "data" / "corpora" / "law.jsonl").unlink()
+    proc = snakemake(broken, "-n", check=False)
+    assert proc.returncode != 0
+    assert ("data/corpora/law.jsonl: file not found; data.held_out names domain 'law', whose file must be "
+            "data.corpora_dir/law.jsonl") in proc.stdout + proc.stderr
+
+
+def test_answer_slot_longer_than_the_base_allows_stops_the_dag_build(repo):
+    proc = snakemake(repo, "-n", "--config", "generation={answer_len: 120}", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "--config: generation.answer_len: 120 answer positions" in out
+    assert "max_position_embeddings in data/base/config.json" in out
+
+
+def test_editing_a_rules_code_param_by_hand_is_refused(tmp_path):
+    broken = copy_repo(tmp_path)
+    rules = broken / "workflow" / "rules" / "base.smk"
+    rules.write_text(rules.read_text().replace('code=code_digest_of("verify_base.py")',
+                                               'code=code_digest_of("retrieve.py")'))
+    proc = snakemake(broken, "-n", check=False)
+    assert proc.returncode != 0
+    assert "params.code of verify_base must be code_digest_of('verify_base.py')" in proc.stdout + proc.stderr

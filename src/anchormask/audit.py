@@ -165,3 +165,87 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     if data.get("format") != FORMAT or "entries" not in data:
         raise ValueError(f"{path}: not an anchormask audit manifest (format {FORMAT})")
     return data
+
+
+# ---------------------------------------------------------------------------------------------
+# Missing or altered intermediates. Snakemake treats a deleted intermediate as fine while the
+# outputs made from it exist ("Nothing to be done"), and it never looks inside an adapter folder;
+# this check reports both, for every output under `results` that exists.
+
+def _is_adapter(rel: str) -> bool:
+    parts = Path(rel).parts
+    return len(parts) >= 3 and parts[-2] == "adapters" and not parts[-1].startswith(".")
+
+
+def _users_of_inputs(records: dict[str, dict[str, Any]], work: Path, results: str) -> dict[str, list[str]]:
+    """Input path -> the existing, complete outputs under `results` that Snakemake built from it."""
+    users: dict[str, list[str]] = {}
+    for output, record in sorted(records.items()):
+        if Path(output).parts[:1] != Path(results).parts[:1] or record.get("incomplete"):
+            continue
+        if not (work / output).exists():
+            continue
+        for path in record.get("input") or []:
+            users.setdefault(os.path.normpath(path), []).append(output)
+    return users
+
+
+def _recorded_checksum(records: dict[str, dict[str, Any]], output: str, path: str) -> str | None:
+    checksums = records[output].get("input_checksums") or {}
+    value = checksums.get(path) or checksums.get(os.path.normpath(path))
+    return value.split(":", 1)[-1] if isinstance(value, str) else None
+
+
+def _input_problem(work: Path, path: str, outputs: list[str], records) -> str | None:
+    from anchormask import adapters
+
+    if _is_adapter(path):
+        found = adapters.problems(work / path)
+        return "; ".join(found) if found else None
+    if not (work / path).exists():
+        return "missing"
+    for output in outputs:
+        recorded = _recorded_checksum(records, output, path)
+        if recorded and (work / path).is_file() and file_sha256(work / path) != recorded:
+            return f"changed since {output} was built from it (SHA-256 {recorded[:12]}… then)"
+    return None
+
+
+def check_intermediates(results: str | os.PathLike[str] = "results",
+                        workdir: str | os.PathLike[str] = ".") -> list[dict[str, Any]]:
+    """Inputs of existing outputs that are gone or altered, and adapters that fail their hashes.
+
+    One entry per problem: path, what is wrong, the outputs built from it, and a command that
+    rebuilds it and everything made from it.
+    """
+    from anchormask import adapters
+
+    work = Path(workdir)
+    records = snakemake_records(work)
+    users = _users_of_inputs(records, work, Path(results).as_posix())
+    present = work / results / "adapters"
+    for folder in sorted(present.iterdir()) if present.is_dir() else []:
+        rel = os.path.normpath(folder.relative_to(work))
+        if folder.is_dir() and _is_adapter(rel):
+            users.setdefault(rel, [])
+    found = []
+    for path, outputs in sorted(users.items()):
+        problem = _input_problem(work, path, outputs, records)
+        if problem:
+            fix = (adapters.rebuild_command(path) if _is_adapter(path) or path.startswith(str(results))
+                   else f"restore {path}, then run snakemake again")
+            found.append({"path": path, "problem": problem, "used_by": outputs, "fix": fix})
+    return found
+
+
+def format_check(found: list[dict[str, Any]]) -> str:
+    if not found:
+        return "every input of every output is present and unaltered; every adapter matches its hashes\n"
+    lines = [f"{len(found)} missing or altered intermediate(s):"]
+    for item in found:
+        used = item["used_by"]
+        lines.append(f"  {item['path']}: {item['problem']}")
+        lines.append(f"    used by {len(used)} output(s){': ' + ', '.join(used[:3]) if used else ''}"
+                     f"{' …' if len(used) > 3 else ''}")
+        lines.append(f"    fix: {item['fix']}")
+    return "\n".join(lines) + "\n"

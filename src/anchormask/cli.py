@@ -6,6 +6,7 @@ should are both questions about bytes; these subcommands answer them without Sna
     anchormask hash DIR                                manifest hash of a checkpoint directory
     anchormask audit manifest [--results R] [-o FILE]  JSON manifest of every output under R
     anchormask audit compare OLD NEW                   changed / unchanged / added / removed
+    anchormask audit check [--results R]               missing or altered intermediates (exit 1 if any)
     anchormask evaluate-base [--base DIR] [-o DIR]     quality gates of a base (base_eval.py)
 """
 
@@ -35,6 +36,12 @@ def _compare(args: argparse.Namespace) -> int:
     result = audit.compare_manifests(audit.read_manifest(args.old), audit.read_manifest(args.new))
     sys.stdout.write(audit.format_comparison(result))
     return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    found = audit.check_intermediates(args.results, args.workdir)
+    sys.stdout.write(audit.format_check(found))
+    return 1 if found else 0
 
 
 def _evaluate_base(args: argparse.Namespace) -> int:
@@ -69,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("old")
     c.add_argument("new")
     c.set_defaults(func=_compare)
+    k = asub.add_parser("check", help="report inputs of existing outputs that are missing or altered, and "
+                                      "adapters whose files no longer match their recorded hashes; exits 1 if any")
+    k.add_argument("--results", default="results", help="results directory, relative to --workdir")
+    k.add_argument("--workdir", default=".", help="the Snakemake working directory (holds .snakemake/)")
+    k.set_defaults(func=_check)
     e = sub.add_parser("evaluate-base", help="masked-token scores and generation gates of a base")
     e.add_argument("--config", default="config.yaml", help="the study config (data, retrieval, generation)")
     e.add_argument("--base", default=None, help="checkpoint directory (default: the config's base.path)")

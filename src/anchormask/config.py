@@ -16,12 +16,22 @@ TRAIN_KEYS = ("seq_len", "rank", "alpha", "dropout", "lr", "weight_decay", "warm
               "subset", "mask_ratio", "loss", "tv_weight", "threads", "log_every", "gradient_checkpointing")
 
 
-class ConfigError(ValueError):
-    """config.yaml is wrong; the message names the key, what was found and what is allowed."""
+class ConfigError(io.InputError):
+    """The configuration is wrong; the message names its source (config.yaml, a --configfile or
+    --config), the key, what was found and what is allowed."""
 
 
-def _key_path(error) -> str:
-    return ".".join(str(p) for p in error.absolute_path) or "(top level)"
+KeyPath = tuple  # a key path into the config: ("train", "rank"), ("statistics", "comparisons", 0, "a")
+
+
+def dotted(path: KeyPath) -> str:
+    """train.rank, statistics.comparisons[0].a; "(top level)" for the empty path."""
+    text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+    return text or "(top level)"
+
+
+def _source_function(source):
+    return source if callable(source) else (lambda path: source)
 
 
 def _allowed_keys(schema: dict, root: dict) -> list[str]:
@@ -33,6 +43,20 @@ def _allowed_keys(schema: dict, root: dict) -> list[str]:
     return sorted(keys)
 
 
+def _choices(alternatives: list[dict], root: dict) -> list[str]:
+    """The allowed values of a oneOf / anyOf made of enums and null (arms.*.strategy), as written in YAML."""
+    found = []
+    for part in alternatives:
+        part = _resolve(part, root)
+        if "enum" in part:
+            found += [repr(v) for v in part["enum"]]
+        elif part.get("type") == "null":
+            found.append("null")
+        else:
+            return []
+    return found
+
+
 def _describe(error, root: dict) -> str:
     validator, value = error.validator, error.validator_value
     if validator == "enum":
@@ -40,6 +64,10 @@ def _describe(error, root: dict) -> str:
     if validator in ("additionalProperties", "unevaluatedProperties"):
         allowed = _allowed_keys(error.schema, root)
         return f"{error.message}; allowed keys here: {', '.join(allowed) or '(none)'}"
+    if validator in ("oneOf", "anyOf") and _choices(value, root):
+        return f"{error.instance!r} is not allowed; allowed values: {', '.join(_choices(value, root))}"
+    if validator == "minItems" and not error.instance:
+        return "an empty list; give at least one value"
     if validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         bounds = {k: error.schema[k] for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
                   if k in error.schema}
@@ -47,56 +75,248 @@ def _describe(error, root: dict) -> str:
     return error.message
 
 
-def validate(config: dict[str, Any], source: str = "config.yaml") -> None:
-    """Raise ConfigError naming every offending key (JSON schema, then cross-key checks)."""
+def validate(config: dict[str, Any], source="config.yaml") -> None:
+    """Raise ConfigError naming every offending key (JSON schema, then cross-key checks).
+
+    ``source`` is the name of the config's origin, or a function from a key path to the name of
+    the file (or --config) that set it (ConfigLayers.source_of).
+    """
     import jsonschema
 
-    schema = yaml.safe_load(SCHEMA.read_text())
+    source_of = _source_function(source)
+    schema = schema_document()
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-    problems = [f"{source}: {_key_path(e)}: {_describe(e, schema)}" for e in errors]
-    problems += _cross_checks(config, source) if not problems else []
-    if problems:
+    found = [(tuple(e.absolute_path), _describe(e, schema)) for e in errors]
+    found += _cross_checks(config) if not found else []
+    if found:
+        problems = [f"{source_of(path)}: {dotted(path)}: {text}" for path, text in found]
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
 
 
-def _cross_checks(config: dict[str, Any], source: str) -> list[str]:
+def schema_document() -> dict[str, Any]:
+    return yaml.safe_load(SCHEMA.read_text())
+
+
+def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
     problems = []
     for name, spec in config["arms"].items():
         if (spec["strategy"] is None) != (spec["targets"] is None):
-            problems.append(f"{source}: arms.{name}: strategy and targets must both be null (base arm) "
-                            "or both be set")
-    for path, settings in [("train", config["train"])] + [
-            (f"train.overrides.{k}", v) for k, v in config["train"].get("overrides", {}).items()]:
+            problems.append((("arms", name), "strategy and targets must both be null (base arm) or both be set"))
+    for path, settings in [(("train",), config["train"])] + [
+            (("train", "overrides", k), v) for k, v in config["train"].get("overrides", {}).items()]:
         ratio = settings.get("mask_ratio")
         if ratio and ratio["low"] > ratio["high"]:
-            problems.append(f"{source}: {path}.mask_ratio: low ({ratio['low']}) must not exceed high "
-                            f"({ratio['high']})")
+            problems.append(((*path, "mask_ratio"), f"low ({ratio['low']}) must not exceed high ({ratio['high']})"))
+    if config["data"]["in_domain"] in config["data"]["held_out"]:
+        problems.append((("data", "held_out"), f"lists {config['data']['in_domain']!r}, the in-domain domain "
+                         "(data.in_domain); a domain is in-domain or held out, not both: remove it here"))
     arms = set(config["arms"])
     domains = {config["data"]["in_domain"], *config["data"]["held_out"]}
     for i, comp in enumerate(config["statistics"]["comparisons"]):
+        where = ("statistics", "comparisons", i)
         for side in ("a", "b"):
             if comp[side] not in arms:
-                problems.append(f"{source}: statistics.comparisons[{i}].{side}: unknown arm {comp[side]!r}; "
-                                f"arms: {', '.join(sorted(arms))}")
+                problems.append(((*where, side), f"unknown arm {comp[side]!r}; arms: {', '.join(sorted(arms))}"))
         if ("split" in comp) == ("domain" in comp):
-            problems.append(f"{source}: statistics.comparisons[{i}]: give exactly one of split or domain")
+            problems.append((where, "give exactly one of split or domain"))
         if comp.get("domain") is not None and comp["domain"] not in domains:
-            problems.append(f"{source}: statistics.comparisons[{i}].domain: unknown domain "
-                            f"{comp['domain']!r}; domains: {', '.join(sorted(domains))}")
+            problems.append(((*where, "domain"), f"unknown domain {comp['domain']!r}; domains: "
+                             f"{', '.join(sorted(domains))}"))
     return problems
+
+
+def yaml_file(path: str | Path) -> Any:
+    """A YAML file's content; a syntax error names the file, line and column."""
+    path = Path(path)
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: not found") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); save it as UTF-8") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise ConfigError(f"{path}: {where}not valid YAML ({problem}); fix the syntax there") from None
 
 
 def load(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    try:
-        config = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: not found") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    config = yaml_file(path)
     validate(config, str(path))
     return config
+
+
+DEFAULT_MASKCOUNT_K = (0, 8, 16, 32)  # probes.maskcount_k when absent
+MIN_PROMPT_TOKENS = 3  # the shortest prompt: its opening and closing special tokens around one word
+POSITION_KEYS = ("max_position_embeddings", "max_sequence_length", "n_positions")
+
+
+def check_base(config: dict[str, Any], source="config.yaml") -> None:
+    """base.path names a checkpoint, and the study's sequences fit the base's maximum positions.
+
+    Run when the DAG is built. The longest prompt is known only once the tokenizer runs (the
+    generation job checks it exactly); here the shortest possible prompt is assumed, which
+    catches an answer slot that cannot fit at all.
+    """
+    source_of = _source_function(source)
+    where = f"{source_of(('base', 'path'))}: base.path"
+    base = Path(config["base"]["path"])
+    if not base.is_dir():
+        raise ConfigError(f"{where}: {str(base)!r} is not a directory; point it at a checkpoint folder "
+                          "(config.json, weights, tokenizer files)")
+    if not (base / "config.json").is_file():
+        raise ConfigError(f"{where}: {base} has no config.json; point it at a complete checkpoint folder")
+    problems = _position_problems(config, _max_positions(base), base)
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(
+            f"{source_of(path)}: {dotted(path)}: {text}" for path, text in problems))
+
+
+def _max_positions(base: Path) -> tuple[str, int] | None:
+    model_config = io.read_json(base / "config.json")
+    for key in POSITION_KEYS:
+        if isinstance(model_config.get(key), int) and model_config[key] > 0:
+            return key, model_config[key]
+    return None
+
+
+def _position_problems(config: dict[str, Any], limit, base: Path) -> list[tuple[KeyPath, str]]:
+    if limit is None:
+        return []
+    key, allowed = limit
+    stated = f"the base allows {allowed} ({key} in {base}/config.json)"
+    generation = config["generation"]
+    maskcount = (config.get("probes") or {}).get("maskcount_k", DEFAULT_MASKCOUNT_K)
+    extra = max([generation.get("extra_masks", 0), *maskcount])
+    need = MIN_PROMPT_TOKENS + generation["answer_len"] + extra
+    problems = []
+    if need > allowed:
+        problems.append((("generation", "answer_len"), f"{generation['answer_len']} answer positions + {extra} extra "
+                         f"masks (generation.extra_masks, probes.maskcount_k) + a prompt of at least "
+                         f"{MIN_PROMPT_TOKENS} tokens = {need} positions, but {stated}; lower it to at most "
+                         f"{allowed - need + generation['answer_len']}"))
+    for strategy in ("anchor", "random", "reverse"):
+        seq_len = train_settings(config, strategy)["seq_len"]
+        if seq_len > allowed:
+            override = ("train", "overrides", strategy, "seq_len")
+            path = override if _has_path(config, override) else ("train", "seq_len")
+            problems.append((path, f"{seq_len} positions, but {stated}; lower it to at most {allowed}"))
+    return list(dict.fromkeys(problems))
+
+
+# ---------------------------------------------------------------------------------------------
+# Where each value came from, and the types of --config values. Snakemake merges, in order,
+# config.yaml, each --configfile and --config; it reads a --config value with YAML's BaseLoader,
+# so every nested scalar arrives as a string (`--config 'train={rank: 8}'` gives rank '8').
+
+@dataclass(frozen=True)
+class ConfigLayers:
+    """The configuration's sources in merge order: (name, content) from first to last."""
+
+    layers: tuple[tuple[str, dict[str, Any]], ...]
+
+    def source_of(self, path: KeyPath) -> str:
+        """The last source that sets ``path`` (or its nearest parent): the one that wins the merge."""
+        for depth in range(len(path), 0, -1):
+            for name, content in reversed(self.layers):
+                if _has_path(content, path[:depth]):
+                    return name
+        return self.layers[0][0]
+
+
+def _has_path(content: Any, path: KeyPath) -> bool:
+    for key in path:
+        if isinstance(content, dict) and key in content:
+            content = content[key]
+        elif isinstance(content, list) and isinstance(key, int) and key < len(content):
+            content = content[key]
+        else:
+            return False
+    return True
+
+
+def _leaves(value: Any, path: KeyPath = ()):
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield from _leaves(child, (*path, key))
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            yield from _leaves(child, (*path, i))
+    else:
+        yield path, value
+
+
+def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = node.get("$ref", "")
+    return root["$defs"][ref.rsplit("/", 1)[-1]] if ref.startswith("#/$defs/") else node
+
+
+def _alternatives(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*node.get("allOf", []), *node.get("oneOf", []), *node.get("anyOf", [])]
+
+
+def _child_schemas(node: dict[str, Any], root: dict[str, Any], key) -> list[dict[str, Any]]:
+    """The schemas that constrain ``key`` (a property name or a list index) below ``node``."""
+    node = _resolve(node, root)
+    found = [c for part in _alternatives(node) for c in _child_schemas(part, root, key)]
+    if isinstance(key, int):
+        return found + ([_resolve(node["items"], root)] if isinstance(node.get("items"), dict) else [])
+    if key in node.get("properties", {}):
+        return found + [_resolve(node["properties"][key], root)]
+    extra = node.get("additionalProperties")
+    return found + ([_resolve(extra, root)] if isinstance(extra, dict) else [])
+
+
+def _accepts_string(node: dict[str, Any], root: dict[str, Any]) -> bool:
+    node = _resolve(node, root)
+    types = node.get("type", [])
+    if "string" in ([types] if isinstance(types, str) else types):
+        return True
+    if any(isinstance(v, str) for v in node.get("enum", [])):
+        return True
+    return any(_accepts_string(part, root) for part in _alternatives(node))
+
+
+def _wants_string(path: KeyPath, schema: dict[str, Any]) -> bool:
+    nodes = [schema]
+    for key in path:
+        nodes = [c for n in nodes for c in _child_schemas(n, schema, key)]
+    return any(_accepts_string(n, schema) for n in nodes)
+
+
+def _parse_scalar(text: str) -> Any:
+    """A --config string as YAML would read it in config.yaml (1e-3 included, which YAML 1.1 leaves a string)."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _set(config: dict[str, Any], path: KeyPath, value: Any) -> None:
+    for key in path[:-1]:
+        config = config[key]
+    config[path[-1]] = value
+
+
+def apply_override_types(config: dict[str, Any], overrides: dict[str, Any]) -> None:
+    """Give --config values their YAML types where the schema does not take a string.
+
+    ``config`` is the merged configuration, ``overrides`` the --config part of it as Snakemake parsed
+    it; a value where the schema takes a string (a path, an enum name) stays as written.
+    """
+    schema = schema_document()
+    for path, value in _leaves(overrides):
+        if path and isinstance(value, str) and not _wants_string(path, schema) and _has_path(config, path):
+            _set(config, path, _parse_scalar(value))
 
 
 def train_settings(config: dict[str, Any], strategy: str) -> dict[str, Any]:

@@ -10,7 +10,8 @@ from typing import Any
 import torch
 
 from anchormask import backbone as bb
-from anchormask import checksum, io, layout, provenance, sampler, train
+from anchormask import checksum, io, layout, provenance, sampler
+from anchormask.adapters import PROVENANCE, verify as verify_adapter
 from anchormask.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ def load_adapted(base_path: str, adapter_dir: str | None, *, trust_remote_code: 
     if adapter_dir is not None:
         from peft import PeftModel
 
-        train.check_adapter(adapter_dir)
+        verify_adapter(adapter_dir)  # a flipped byte or a truncated file is named here, not used
         backbone.model = PeftModel.from_pretrained(backbone.model, adapter_dir).merge_and_unload()
     backbone.model.eval()
     return backbone
@@ -65,10 +66,15 @@ def generation_records(backbone: bb.Backbone, runtime: bb.Runtime, retrieved: li
                        settings: sampler.SamplerSettings, identity: dict[str, Any],
                        on_batch=None) -> list[dict[str, Any]]:
     tok = backbone.tokenizer
-    results = sampler.generate(backbone, runtime, requests_for(backbone, retrieved), settings, on_batch=on_batch)
+    requests = requests_for(backbone, retrieved)
+    results = sampler.generate(backbone, runtime, requests, settings, on_batch=on_batch)
     end_id = backbone.ids.end
     records = []
-    for query, result in zip(retrieved, results):
+    for query, request, result in zip(retrieved, requests, results):
+        if result.anchor_truncated:
+            log.warning("query %s: anchor truncated from %d to %d tokens (generation.answer_len %d leaves room for "
+                        "one generated token); the record says anchor_truncated", query["query_id"],
+                        len(request.anchor_ids), result.locked, settings.answer_len)
         tail = post_anchor_ids(result, end_id)
         post_text, mid_word = split_post_anchor(tok, result.slot_ids, result.locked, tail)
         records.append({
@@ -109,7 +115,7 @@ def run_arm(*, arm: str, strategy: str | None, targets: str | None, adapters: li
 
 def _identity(arm: str, strategy: str | None, targets: str | None, adapter: str | None,
               base: dict[str, Any]) -> dict[str, Any]:
-    job = io.read_json(Path(adapter) / "provenance.json")["job"] if adapter else {}
+    job = io.read_json(Path(adapter) / PROVENANCE)["job"] if adapter else {}
     return {
         "arm": arm, "strategy": strategy, "targets": targets, "train_size": job.get("size"),
         "train_steps": job.get("steps"), "train_seed": job.get("seed"), "adapter_id": job.get("id"),

@@ -100,6 +100,18 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise InputError(f"{p}: file not found") from None
     except json.JSONDecodeError as err:
         raise InputError(f"{p}: line {err.lineno}: invalid JSON ({err.msg})") from None
+    except UnicodeDecodeError:
+        for lineno, raw in enumerate(p.read_bytes().splitlines(keepends=True), start=1):
+            _decode_line(p, lineno, raw)  # raises, naming the line
+        raise
+
+
+def _decode_line(path: Path, lineno: int, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: line {lineno}: byte 0x{raw[err.start]:02x} at column {err.start + 1} is not "
+                         "UTF-8; save the file as UTF-8 (or fix that character)") from None
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -108,8 +120,9 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     if not p.is_file():
         raise InputError(f"{p}: file not found")
     records: list[dict[str, Any]] = []
-    with p.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    with p.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            line = _decode_line(p, lineno, raw)
             if not line.strip():
                 raise InputError(f"{p}: line {lineno}: empty line; remove it")
             try:

@@ -467,12 +467,12 @@ def lora_layers_table(adapters: Sequence[Mapping[str, Any]],
     """Per (arm, adapter, layer, kind). ``adapters``: dicts with arm, strategy, targets, path;
     ``projections``: base.projections of config.yaml, when set."""
     from anchormask import checksum
+    from anchormask.adapters import verify as verify_adapter
 
     frames, meta = [], []
     for spec in adapters:
         path = Path(spec["path"])
-        prov = path / "provenance.json"
-        adapter_id = io.read_json(prov)["job"]["id"] if prov.is_file() else path.name
+        adapter_id = verify_adapter(path)["job"]["id"]  # an altered adapter is named, not measured
         norms = adapter_norms(path, projections)
         norms.insert(0, "adapter_id", adapter_id)
         for col in ("targets", "strategy", "arm"):

@@ -225,12 +225,43 @@ def generate(backbone: Backbone, runtime: Runtime, requests: list[Request], sett
 
     ``on_batch`` gets the number of requests done after each batch (progress reporting).
     """
+    check_positions(backbone, requests, settings)
     done: dict[int, Result] = {}
     for batch in _batches(backbone, requests, settings.batch_size):
         done.update(zip(batch, _generate_batch(backbone, runtime, [requests[i] for i in batch], settings, observer)))
         if on_batch is not None:
             on_batch(len(done))
     return [done[i] for i in range(len(requests))]
+
+
+POSITION_KEYS = ("max_position_embeddings", "max_sequence_length", "n_positions")
+
+
+def max_positions(model_config) -> tuple[str, int] | None:
+    """(key, value) of the longest sequence a model's config allows, if it states one."""
+    for key in POSITION_KEYS:
+        value = getattr(model_config, key, None)
+        if isinstance(value, int) and value > 0:
+            return key, value
+    return None
+
+
+def check_positions(backbone: Backbone, requests: list[Request], settings: SamplerSettings) -> None:
+    """Fail before the first forward when a query's sequence is longer than the model allows (the
+    model's own error is a tensor-size mismatch that names neither the query nor the setting)."""
+    limit = max_positions(getattr(backbone.model, "config", None))
+    if limit is None or not requests:
+        return
+    key, allowed = limit
+    longest = max(requests, key=lambda r: len(r.prompt_ids))
+    need = len(longest.prompt_ids) + settings.answer_len + settings.extra_masks
+    if need > allowed:
+        raise InputError(
+            f"query {longest.query_id}: prompt ({len(longest.prompt_ids)} tokens) + generation.answer_len "
+            f"({settings.answer_len}) + extra masks ({settings.extra_masks}) = {need} positions, more than the base "
+            f"allows ({key} = {allowed} in {backbone.path}/config.json); lower generation.answer_len "
+            f"(or generation.extra_masks / probes.maskcount_k) to at most {allowed - need + settings.answer_len}, "
+            "or shorten the query")
 
 
 def _batches(backbone: Backbone, requests: list[Request], size: int) -> list[list[int]]:

@@ -1,8 +1,8 @@
 """One LoRA training job: a strategy, a target set, a data size, a step budget and a seed.
 
 The job writes a peft adapter folder atomically (``adapter_config.json``,
-``adapter_model.safetensors``, ``train_log.tsv``, ``provenance.json``). Nothing in it depends
-on the wall clock, so the same job twice on the CPU writes the same bytes.
+``adapter_model.safetensors``, ``train_log.tsv``, ``provenance.json`` with the SHA-256 of the first
+two). Nothing in it depends on the wall clock, so the same job twice on the CPU writes the same bytes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 
 from anchormask import backbone as bb
 from anchormask.config import AdapterJob
-from anchormask import data, io, layout, masking, provenance
+from anchormask import adapters, data, io, layout, masking, provenance
 from anchormask.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -183,6 +183,8 @@ def save_adapter(model, rows: list[tuple], record: dict[str, Any], out_dir: str)
         _sort_target_modules(tmp / "adapter_config.json")
         lines = ["\t".join(LOG_COLUMNS)] + ["\t".join(str(v) for v in row) for row in rows]
         (tmp / "train_log.tsv").write_text("\n".join(lines) + "\n")
+        # Hashes of the files as written, so every later use can tell an altered adapter (adapters.verify).
+        record["files"] = adapters.file_hashes(tmp)
         (tmp / "provenance.json").write_text(io.pretty_json(record))
 
 
@@ -194,15 +196,6 @@ def _sort_target_modules(path: Path) -> None:
     if isinstance(cfg.get("target_modules"), list):
         cfg["target_modules"] = sorted(cfg["target_modules"])
     path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
-
-
-def check_adapter(path: str | Path) -> None:
-    """Fail with a clear message when an adapter folder is missing or incomplete."""
-    path = Path(path)
-    missing = [n for n in ("adapter_config.json", "adapter_model.safetensors") if not (path / n).is_file()]
-    if missing:
-        raise io.InputError(f"{path}: adapter is missing {', '.join(missing)}; rerun its training job "
-                            f"(snakemake {path}/adapter_model.safetensors)")
 
 
 def adapter_tensor_kinds(path: str | Path, projections: dict[str, str]) -> set[str]:

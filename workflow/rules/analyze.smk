@@ -6,7 +6,6 @@ localrules:
     samples,
 
 
-ANALYSIS_CODE = code_digest("metric", "quality", "tables", "bootstrap", "io", "provenance")
 # The comparison tables: the report's metric and content-word overlap on the main query set, and
 # the report's metric on the second query set when there is one.
 COMPARISON_TABLES = {
@@ -24,7 +23,7 @@ rule aggregate:
         "results/tables/generations.parquet",
     params:
         domains=as_json(DOMAINS),
-        code=ANALYSIS_CODE,
+        code=code_digest_of("aggregate.py"),
     log:
         "results/logs/aggregate.log",
     benchmark:
@@ -46,7 +45,7 @@ rule aggregate_sweep:
         "results/tables/sweep.parquet",
     params:
         domains=as_json(DOMAINS),
-        code=ANALYSIS_CODE,
+        code=code_digest_of("aggregate.py"),
     log:
         "results/logs/aggregate_sweep.log",
     benchmark:
@@ -69,7 +68,7 @@ rule statistics:
         kind="comparisons",
         tables=as_json([{"table": name, **spec} for name, spec in COMPARISON_TABLES.items()]),
         settings=statistics_settings("comparisons"),
-        code=ANALYSIS_CODE,
+        code=code_digest_of("statistics.py"),
     log:
         "results/logs/statistics.log",
     benchmark:
@@ -92,7 +91,7 @@ rule statistics_sweep:
         kind="sweep",
         tables=as_json([{"table": "sweep", "metric": "overlap", "query_set": "main"}]),
         settings=statistics_settings("sweep"),
-        code=ANALYSIS_CODE,
+        code=code_digest_of("statistics.py"),
     log:
         "results/logs/statistics_sweep.log",
     benchmark:
@@ -122,7 +121,7 @@ rule headline:
     params:
         base=as_json({"path": BASE["path"], "sha256": BASE["sha256"]}),
         comparisons=as_json(config["statistics"]["comparisons"]),
-        code=ANALYSIS_CODE,
+        code=code_digest_of("headline.py"),
     log:
         "results/logs/headline.log",
     benchmark:
@@ -148,7 +147,7 @@ rule samples:
         ),
     params:
         settings=as_json({"arms": ARMS, "domains": DOMAINS, "per_domain": 2}),
-        code=code_digest("samples", "tables", "metric", "quality", "io", "provenance"),
+        code=code_digest_of("samples.py"),
     log:
         "results/logs/samples.log",
     benchmark:

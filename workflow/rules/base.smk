@@ -12,7 +12,7 @@ rule verify_base:
         VERIFIED,
     params:
         base=as_json(base_record()),
-        code=code_digest("checksum", "io"),
+        code=code_digest_of("verify_base.py"),
     log:
         "results/logs/verify_base.log",
     benchmark:
@@ -40,7 +40,7 @@ rule pretrain_text:
     params:
         # only the keys the text depends on: extending training must not rebuild the text
         text=as_json(pretrain_text_settings()),
-        code=code_digest("pretrain_text", "io"),
+        code=code_digest_of("pretrain_text.py"),
     log:
         "results/logs/pretrain_text.log",
     benchmark:
@@ -63,7 +63,7 @@ rule pretrain_base:
         checkpoint=directory("results/pretrain/base"),
     params:
         state_dir="results/pretrain/state",
-        code=code_digest("pretrain", "pretrain_text", "io", "progress"),
+        code=code_digest_of("pretrain_base.py"),
     log:
         "results/logs/pretrain_base.log",
     benchmark:
@@ -91,8 +91,7 @@ rule evaluate_base:
     params:
         base=as_json(base_record()),
         settings=as_json({k: config[k] for k in ("data", "retrieval", "generation", "base_eval")}),
-        code=code_digest("base_eval", "generation", "sampler", "layout", "backbone", "retrieval", "metric",
-                         "data", "config", "pretrain_text", "provenance", "io"),
+        code=code_digest_of("evaluate_base.py"),
     log:
         "results/logs/evaluate_base.log",
     benchmark:

@@ -1,6 +1,5 @@
 # Configuration checks, wildcard constraints and the helpers every stage uses.
 
-import hashlib
 import json
 import math
 import os
@@ -8,17 +7,33 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
+from anchormask import codedigest
 from anchormask import config as study
 from anchormask import data as study_data
 from anchormask import io as study_io
 
-# Our validator first (its messages name the key and the allowed values), then Snakemake's,
-# which also fills in the schema's defaults.
-study.validate(config, "config.yaml")
+
+def config_layers():
+    """config.yaml, each --configfile and --config, in Snakemake's merge order: errors name the one
+    that set the bad value."""
+    settings = workflow.config_settings
+    files = [(os.path.relpath(f), study.yaml_file(f)) for f in settings.configfiles]
+    return study.ConfigLayers((("config.yaml", study.yaml_file("config.yaml")), *files,
+                               ("--config", dict(settings.config or {}))))
+
+
+# --config values arrive as strings below the top level ('train={rank: 8}' gives '8'): typed first.
+study.apply_override_types(config, dict(workflow.config_settings.config or {}))
+CONFIG_SOURCES = config_layers().source_of
+# Our validator first (its messages name the source, the key and the allowed values), then
+# Snakemake's, which also fills in the schema's defaults; then every data file and the base's limits.
+study.validate(config, CONFIG_SOURCES)
 validate(config, "../schemas/config.schema.yaml")
+study.check_base(config, CONFIG_SOURCES)
 DATA_COUNTS = study_data.check_all(config)
 
 PACKAGE = Path(workflow.basedir) / "src" / "anchormask"
+SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
 ENV = "../../envs/anchormask.yaml"
 BASE = config["base"]
 VERIFIED = "results/base/verified.json"
@@ -32,16 +47,23 @@ wildcard_constraints:
     query_set="|".join(QUERY_SETS),
 
 
-def code_digest(*modules):
-    """SHA-256 of the library modules that a job runs.
+def code_digest_of(script):
+    """The `code` param of the rules that run workflow/scripts/<script>, the SHA-256 of the package modules
+    in the script's import closure (anchormask.codedigest).
 
-    Snakemake's code trigger sees only the script file of a job, so every job carries this
-    digest in its params; editing one module reruns exactly the jobs that import it.
+    Snakemake's code trigger sees only the script file, so every job carries this digest in its
+    params; editing a module reruns exactly the jobs whose scripts import it, directly or not.
     """
-    digest = hashlib.sha256()
-    for name in sorted(set(modules)):
-        digest.update(name.encode() + b"\0" + (PACKAGE / f"{name}.py").read_bytes())
-    return digest.hexdigest()
+    return codedigest.script_code_digest(SCRIPTS / script, PACKAGE)
+
+
+def check_code_params():
+    """Every rule that runs a script carries that script's digest as its `code` param (called at the
+    end of the Snakefile): a rule whose param names another script's closure would miss edits."""
+    wrong = [f"params.code of {r.name} must be code_digest_of({Path(r.script).name!r})" for r in workflow.rules
+             if r.script and r.params.get("code") != code_digest_of(Path(r.script).name)]
+    if wrong:
+        raise study_io.InputError("workflow/rules/*.smk: " + "; ".join(wrong))
 
 
 def as_json(obj):

@@ -25,7 +25,7 @@ rule figure:
     params:
         which="{figure}",
         settings=as_json({k: config["statistics"][k] for k in ("resamples", "confidence", "seed")}),
-        code=code_digest("figures", "bootstrap", "io"),
+        code=code_digest_of("figure.py"),
     log:
         "results/logs/figure/{figure}.log",
     benchmark:

@@ -18,7 +18,7 @@ rule retrieve:
             "split": study.split_of(config, wc.domain),
             "max_queries": config["data"].get("max_queries_per_domain"),
         }),
-        code=code_digest("retrieval", "data", "config", "io"),
+        code=code_digest_of("retrieve.py"),
     log:
         "results/logs/retrieve/{query_set}/{domain}.log",
     benchmark:
@@ -32,9 +32,6 @@ rule retrieve:
         "../scripts/retrieve.py"
 
 
-GENERATION_CODE = code_digest("generation", "sampler", "layout", "backbone", "families", "masking", "train",
-                              "checksum", "io", "provenance")
-
 
 rule generate_arm:
     input:
@@ -47,7 +44,7 @@ rule generate_arm:
         arm=lambda wc: as_json({"arm": wc.arm, **config["arms"][wc.arm]}),
         sampler=as_json(config["generation"]),
         base=as_json(base_record()),
-        code=GENERATION_CODE,
+        code=code_digest_of("generate.py"),
     log:
         "results/logs/generate/{arm}.log",
     benchmark:
@@ -75,7 +72,7 @@ rule generate_sweep:
                                 "strategy": wc.strategy, "targets": "full"}),
         sampler=as_json(config["generation"]),
         base=as_json(base_record()),
-        code=GENERATION_CODE,
+        code=code_digest_of("generate.py"),
     log:
         "results/logs/generate/sweep_{strategy}_n{size}_s{steps}.log",
     benchmark:
@@ -97,7 +94,7 @@ rule gather_generations:
     output:
         "results/generations/all.jsonl",
     params:
-        code=code_digest("io", "data"),
+        code=code_digest_of("gather.py"),
     log:
         "results/logs/gather_generations.log",
     benchmark:

@@ -12,13 +12,12 @@ PROBES = config.get("probes") or {}
 ADAPTER_ARMS = [a for a in ARMS if config["arms"][a]["strategy"] is not None]
 ATTENTION_ARMS = list(PROBES.get("attention_arms", [a for a in (
     "base", "anchor", "random", "anchor-vo", "anchor-qk", "random-vo", "random-qk") if a in ARMS]))
-MASKCOUNT_K = sorted(set(int(k) for k in PROBES.get("maskcount_k", [0, 8, 16, 32])))
+MASKCOUNT_K = sorted(set(int(k) for k in PROBES.get("maskcount_k", study.DEFAULT_MASKCOUNT_K)))
 MASKCOUNT_ARMS = [a for a in ("base", "anchor", "random") if a in ARMS]
 _UNKNOWN_ARMS = [a for a in ATTENTION_ARMS if a not in ARMS]
 if _UNKNOWN_ARMS:
-    raise ValueError(f"config.yaml: probes.attention_arms: unknown arm(s) {', '.join(_UNKNOWN_ARMS)}; "
-                     f"arms: {', '.join(ARMS)}")
-PROBE_CODE = ("probes", "tables", "metric", "quality", "checksum", "io")
+    raise study.ConfigError(f"{CONFIG_SOURCES(('probes', 'attention_arms'))}: probes.attention_arms: unknown "
+                            f"arm(s) {', '.join(_UNKNOWN_ARMS)}; arms: {', '.join(ARMS)}")
 PROBE_FILES = {
     "comparisons": "results/stats/comparisons.parquet",
     "attention": "results/probes/attention.parquet",
@@ -58,8 +57,7 @@ rule probe_attention:
         arms=as_json(ATTENTION_SPECS),
         sampler=as_json(config["generation"]),
         base=as_json(base_record()),
-        code=code_digest(*PROBE_CODE, "generation", "sampler", "layout", "masking", "backbone", "families",
-                         "train", "provenance", "progress", "figures"),
+        code=code_digest_of("probe_attention.py"),
     log:
         "results/logs/probes/attention.log",
     benchmark:
@@ -90,7 +88,7 @@ rule probe_lora:
     params:
         adapters=as_json(LORA_SPECS),
         projections=as_json(BASE.get("projections")),
-        code=code_digest(*PROBE_CODE, "families", "figures"),
+        code=code_digest_of("probe_lora.py"),
     log:
         "results/logs/probes/lora.log",
     benchmark:
@@ -117,7 +115,7 @@ rule probe_maskcount_generate:
         arm=lambda wc: as_json({"arm": wc.arm, **config["arms"][wc.arm]}),
         sampler=lambda wc: as_json({**config["generation"], "extra_masks": int(wc.k)}),
         base=as_json(base_record()),
-        code=GENERATION_CODE,
+        code=code_digest_of("generate.py"),
     log:
         "results/logs/probes/maskcount_{arm}_k{k}.log",
     benchmark:
@@ -150,7 +148,7 @@ rule probe_maskcount:
         files=as_json([[a, k] for a, k in MASKCOUNT_RUNS]),
         domains=as_json(DOMAINS),
         settings=as_json({k: config["statistics"][k] for k in ("resamples", "confidence", "seed")}),
-        code=code_digest(*PROBE_CODE, "bootstrap", "figures"),
+        code=code_digest_of("probe_maskcount.py"),
     log:
         "results/logs/probes/maskcount.log",
     benchmark:
@@ -180,7 +178,7 @@ rule probe_summary:
     params:
         arms=as_json(config["arms"]),
         paths=as_json(PROBE_FILES),
-        code=code_digest(*PROBE_CODE, "figures", "bootstrap"),
+        code=code_digest_of("probe_summary.py"),
     log:
         "results/logs/probes/summary.log",
     benchmark:

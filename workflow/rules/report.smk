@@ -24,7 +24,7 @@ rule paper:
         ),
     params:
         figures=REPORT_FIGURES,
-        code=code_digest("paper", "io"),
+        code=code_digest_of("paper.py"),
     log:
         "results/logs/paper.log",
     benchmark:

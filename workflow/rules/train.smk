@@ -10,7 +10,7 @@ rule train_adapter:
     params:
         settings=lambda wc: as_json(study.train_settings(config, wc.strategy)),
         base=as_json(base_record()),
-        code=code_digest("train", "masking", "layout", "backbone", "families", "data", "config", "io", "provenance"),
+        code=code_digest_of("train_adapter.py"),
     log:
         "results/logs/train/{strategy}_{targets}_n{size}_s{steps}_seed{seed}.log",
     benchmark:

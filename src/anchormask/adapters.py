@@ -1,0 +1,81 @@
+"""Integrity of trained adapters: each file's SHA-256 is recorded in provenance.json at training time
+and checked wherever the adapter is used (generation, probes, `anchormask audit check`).
+
+Why: an adapter folder is an intermediate that nothing else checks. A flipped byte in its weights
+loads without a word and only shows up as a different ``adapter_sha256`` in the generations; a
+truncated file fails deep inside safetensors. Checking against the hashes recorded when the
+adapter was written turns both into one message that names the adapter and a command that
+rebuilds it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from anchormask import io
+from anchormask.checksum import file_sha256
+
+HASHED_FILES = ("adapter_config.json", "adapter_model.safetensors")
+PROVENANCE = "provenance.json"
+
+
+def file_hashes(folder: str | Path) -> dict[str, str]:
+    """What training records in provenance.json: SHA-256 of the files peft loads."""
+    return {name: file_sha256(Path(folder) / name) for name in HASHED_FILES}
+
+
+def rebuild_command(folder: str | Path) -> str:
+    """A command that retrains the adapter and reruns everything made from it.
+
+    `snakemake <folder>/adapter_model.safetensors` does not work (the rule's output is the folder),
+    and deleting the folder alone does not either: Snakemake accepts a missing intermediate whose
+    downstream outputs exist. --forcerun on the folder reruns its job and everything downstream.
+    """
+    return (f"snakemake --cores 1 --forcerun {Path(folder).as_posix()} "
+            "(with the --configfile / --config options of your run)")
+
+
+def _recorded_hashes(folder: Path) -> tuple[dict[str, str] | None, str | None]:
+    """(hashes recorded at training time, or None with the reason)."""
+    try:
+        record = json.loads((folder / PROVENANCE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, f"{PROVENANCE} is missing"
+    except (ValueError, UnicodeDecodeError):
+        return None, f"{PROVENANCE} is not valid JSON"
+    files = record.get("files") if isinstance(record, dict) else None
+    if not isinstance(files, dict) or not set(HASHED_FILES) <= set(files):
+        return None, f"{PROVENANCE} records no file hashes (trained before anchormask recorded them)"
+    return files, None
+
+
+def problems(folder: str | Path) -> list[str]:
+    """What is wrong with an adapter folder against its provenance; empty when it is intact."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return ["the adapter folder is missing"]
+    missing = [name for name in HASHED_FILES if not (folder / name).is_file()]
+    if missing:
+        return [f"{name} is missing" for name in missing]
+    recorded, reason = _recorded_hashes(folder)
+    if recorded is None:
+        return [reason]
+    found = []
+    for name in HASHED_FILES:
+        actual = file_sha256(folder / name)
+        if actual != recorded[name]:
+            found.append(f"{name} ({(folder / name).stat().st_size} bytes) has SHA-256 {actual[:12]}…, but "
+                         f"{PROVENANCE} recorded {recorded[name][:12]}… at training time: altered or truncated "
+                         "since")
+    return found
+
+
+def verify(folder: str | Path) -> dict[str, Any]:
+    """The adapter's provenance record, after checking every hashed file; InputError otherwise."""
+    found = problems(folder)
+    if found:
+        raise io.InputError(f"adapter {Path(folder).as_posix()}: {'; '.join(found)}. Rebuild it and what was "
+                            f"made from it: {rebuild_command(folder)}")
+    return io.read_json(Path(folder) / PROVENANCE)

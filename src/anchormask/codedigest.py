@@ -1,0 +1,95 @@
+"""SHA-256 of the library code a workflow script runs, from the script's import closure.
+
+Why: Snakemake's code trigger sees only a rule's script file, not the package modules the script
+imports, so every rule carries this digest in its params. Hand-written module lists drifted from
+the imports (a rule omitted a module its script imports, and editing it reran nothing); here the
+list is computed: the script's ``anchormask`` imports, followed transitively through the package
+(``import anchormask.x``, ``from anchormask import x``, ``from anchormask.x import y``,
+``from . import x``; imports inside functions count too, since they run when the function does).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from functools import cache
+from pathlib import Path
+
+PACKAGE = "anchormask"
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _module_file(name: str, package_dir: Path) -> Path | None:
+    """The source file of module ``name`` ('' is the package itself), or None outside the package."""
+    if name == "":
+        return package_dir / "__init__.py"
+    path = package_dir / f"{name}.py"
+    return path if path.is_file() else None
+
+
+def _from_targets(node: ast.ImportFrom, current: str | None) -> list[str]:
+    """Package-relative module names that one ``from ... import ...`` statement loads."""
+    if node.level:  # relative: only meaningful inside the package (a script has no package)
+        if current is None:
+            return []
+        base = node.module or ""
+    elif node.module == PACKAGE:
+        base = ""
+    elif node.module and node.module.startswith(PACKAGE + "."):
+        base = node.module[len(PACKAGE) + 1:]
+    else:
+        return []
+    names = [base] if base else []
+    # `from anchormask import x` may name a module x; `from anchormask.x import y` names attributes of x.
+    names += [f"{base}.{a.name}" if base else a.name for a in node.names]
+    return names
+
+
+def _import_targets(node: ast.Import) -> list[str]:
+    return [a.name[len(PACKAGE) + 1:] if a.name != PACKAGE else "" for a in node.names
+            if a.name == PACKAGE or a.name.startswith(PACKAGE + ".")]
+
+
+def imported_modules(source: str, current: str | None = None) -> set[str]:
+    """Package-relative names of the ``anchormask`` modules a source text imports ('' = __init__)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(_import_targets(node))
+        elif isinstance(node, ast.ImportFrom):
+            found.update(_from_targets(node, current))
+    if found:
+        found.add("")  # any import of a submodule first runs the package's __init__
+    return found
+
+
+@cache
+def import_closure(script: Path, package_dir: Path = PACKAGE_DIR) -> tuple[str, ...]:
+    """Sorted names of every package module the script loads, directly or through other modules."""
+    pending = list(imported_modules(Path(script).read_text(encoding="utf-8")))
+    closure: set[str] = set()
+    while pending:
+        name = pending.pop()
+        path = _module_file(name, package_dir)
+        if name in closure or path is None:
+            continue  # seen already, or an attribute (a function, a class) rather than a module
+        closure.add(name)
+        pending += imported_modules(path.read_text(encoding="utf-8"), current=name)
+    return tuple(sorted(closure))
+
+
+def module_label(name: str) -> str:
+    return name or "__init__"
+
+
+def digest_of_modules(names, package_dir: Path = PACKAGE_DIR) -> str:
+    """SHA-256 over each module's label and source bytes, in sorted order (stable across runs)."""
+    digest = hashlib.sha256()
+    for label, path in sorted((module_label(n), _module_file(n, package_dir)) for n in set(names)):
+        digest.update(label.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def script_code_digest(script: str | Path, package_dir: Path = PACKAGE_DIR) -> str:
+    """The ``code`` param of the rule that runs ``script``."""
+    return digest_of_modules(import_closure(Path(script).resolve(), Path(package_dir).resolve()), package_dir)

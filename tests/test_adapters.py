@@ -1,0 +1,85 @@
+"""Adapter integrity: hashes recorded at training time, checked wherever an adapter is used."""
+
+import json
+import shutil
+
+import pytest
+
+from anchormask import adapters, config, generation, probes, train
+from anchormask import backbone as bb
+from anchormask.checksum import file_sha256
+from anchormask.io import InputError
+from helpers import tiny_train_settings
+
+WEIGHTS = "adapter_model.safetensors"
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_model_dir, tiny_pairs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("adapters") / "anchor_full_n6_s2_seed42"
+    train.train(str(tiny_model_dir), "f" * 64, str(tiny_pairs), config.AdapterJob("anchor", "full", 6, 2, 42),
+                tiny_train_settings(), str(out))
+    return out
+
+
+@pytest.fixture
+def adapter(trained, tmp_path):
+    return shutil.copytree(trained, tmp_path / "results" / "adapters" / trained.name)
+
+
+def flip_one_byte(path):
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_training_records_the_hash_of_the_files_peft_loads(trained):
+    record = json.loads((trained / "provenance.json").read_text())
+    assert record["files"] == {name: file_sha256(trained / name) for name in adapters.HASHED_FILES}
+    assert adapters.problems(trained) == []
+    assert adapters.verify(trained)["job"]["id"] == trained.name
+
+
+@pytest.mark.parametrize("damage,expected", [
+    (lambda a: flip_one_byte(a / WEIGHTS), "adapter_model.safetensors .* altered or truncated"),
+    (lambda a: (a / WEIGHTS).write_bytes((a / WEIGHTS).read_bytes()[:100]),
+     r"adapter_model.safetensors \(100 bytes\) .* altered or truncated"),
+    (lambda a: (a / WEIGHTS).unlink(), "adapter_model.safetensors is missing"),
+    (lambda a: shutil.rmtree(a), "the adapter folder is missing"),
+    (lambda a: (a / "provenance.json").unlink(), "provenance.json is missing"),
+])
+def test_a_damaged_adapter_gives_one_message_with_its_path_and_a_rebuild_command(adapter, damage, expected):
+    damage(adapter)
+    with pytest.raises(InputError, match=expected) as err:
+        adapters.verify(adapter)
+    message = str(err.value)
+    assert message.startswith(f"adapter {adapter.as_posix()}: ")
+    assert f"snakemake --cores 1 --forcerun {adapter.as_posix()}" in message
+
+
+def test_generation_refuses_a_flipped_byte_before_loading(adapter, tiny_model_dir):
+    flip_one_byte(adapter / WEIGHTS)
+    with pytest.raises(InputError, match=f"adapter {adapter.as_posix()}: adapter_model.safetensors"):
+        generation.load_adapted(str(tiny_model_dir), str(adapter), trust_remote_code=False,
+                                runtime=bb.pick_runtime("cpu"))
+
+
+def test_generation_refuses_a_truncated_file_without_a_safetensors_traceback(adapter, tiny_model_dir):
+    (adapter / WEIGHTS).write_bytes(b"")
+    with pytest.raises(InputError, match="altered or truncated"):
+        generation.load_adapted(str(tiny_model_dir), str(adapter), trust_remote_code=False,
+                                runtime=bb.pick_runtime("cpu"))
+
+
+def test_lora_probe_refuses_an_altered_adapter(adapter):
+    flip_one_byte(adapter / WEIGHTS)
+    with pytest.raises(InputError, match="altered or truncated"):
+        probes.lora_layers_table([{"arm": "anchor", "strategy": "anchor", "targets": "full", "path": str(adapter)}])
+
+
+def test_an_adapter_without_recorded_hashes_is_named(adapter):
+    record = json.loads((adapter / "provenance.json").read_text())
+    del record["files"]
+    (adapter / "provenance.json").write_text(json.dumps(record))
+    with pytest.raises(InputError, match="records no file hashes"):
+        adapters.verify(adapter)

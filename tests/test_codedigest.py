@@ -1,0 +1,84 @@
+"""Code digests from a script's import closure (anchormask.codedigest), not from hand-written lists."""
+
+from pathlib import Path
+
+import pytest
+
+from anchormask import codedigest
+from helpers import REPO
+
+SCRIPTS = REPO / "workflow" / "scripts"
+PACKAGE = REPO / "src" / "anchormask"
+
+
+@pytest.fixture
+def package(tmp_path):
+    """A package named anchormask with every import form, and a module nobody imports."""
+    pkg = tmp_path / "anchormask"
+    pkg.mkdir()
+    files = {
+        "__init__.py": '"""pkg"""\n',
+        "direct.py": "from anchormask.helper import something\n\ndef f():\n    from . import lazy\n",
+        "helper.py": "import json\nimport anchormask.deep\n\ndef something():\n    pass\n",
+        "deep.py": "from .leaf import VALUE\n",
+        "leaf.py": "VALUE = 1\n",
+        "lazy.py": "X = 2\n",
+        "unused.py": "from anchormask import leaf\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    script = tmp_path / "script.py"
+    script.write_text("import os\nfrom anchormask import direct, runlog_missing\n")
+    return pkg, script
+
+
+def digest(script, pkg):
+    codedigest.import_closure.cache_clear()
+    return codedigest.script_code_digest(script, pkg)
+
+
+def test_closure_follows_every_import_form_transitively(package):
+    pkg, script = package
+    closure = codedigest.import_closure(script.resolve(), pkg.resolve())
+    assert closure == ("", "deep", "direct", "helper", "lazy", "leaf")
+
+
+def test_editing_an_imported_module_changes_the_digest_and_an_unimported_one_does_not(package):
+    pkg, script = package
+    before = digest(script, pkg)
+    (pkg / "unused.py").write_text("CHANGED = True\n")
+    assert digest(script, pkg) == before
+    (pkg / "leaf.py").write_text("VALUE = 3\n")  # three imports away, through a relative import
+    changed = digest(script, pkg)
+    assert changed != before
+    (pkg / "lazy.py").write_text("X = 4\n")  # imported inside a function only
+    assert digest(script, pkg) != changed
+
+
+def test_digest_is_plain_text_and_stable(package):
+    pkg, script = package
+    first = digest(script, pkg)
+    assert isinstance(first, str) and len(first) == 64 and digest(script, pkg) == first
+
+
+def test_closures_of_the_real_scripts_hold_the_modules_the_old_lists_missed():
+    verify = codedigest.import_closure((SCRIPTS / "verify_base.py").resolve(), PACKAGE.resolve())
+    figure = codedigest.import_closure((SCRIPTS / "figure.py").resolve(), PACKAGE.resolve())
+    assert "verify" in verify and "runlog" in verify
+    assert "tables" in figure and "figures" in figure
+    assert "pretrain" not in figure and "generation" not in figure
+    train = codedigest.import_closure((SCRIPTS / "train_adapter.py").resolve(), PACKAGE.resolve())
+    assert {"train", "backbone", "families", "masking", "layout", "data", "config", "io"} <= set(train)
+    assert not {"tables", "figures", "bootstrap", "probes"} & set(train)
+
+
+def test_every_rule_carries_its_own_scripts_digest():
+    """The Snakefile checks this at DAG build; here the rule files are read as text."""
+    import re
+
+    for smk in (REPO / "workflow" / "rules").glob("*.smk"):
+        for block in re.split(r"(?m)^(?=rule \w+:)", smk.read_text())[1:]:
+            script = re.search(r'script:\n\s+"\.\./scripts/(\w+\.py)"', block)
+            if script:
+                assert f'code=code_digest_of("{script.group(1)}")' in block, (smk.name, block.splitlines()[0])
+                assert (SCRIPTS / script.group(1)).is_file()
