@@ -51,9 +51,9 @@ def test_headline_figures_and_report_exist(tiny_study):
         assert (tiny_study / "results" / "figures" / f"{name}.pdf").stat().st_size > 1000
         assert (tiny_study / "results" / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     assert "content-word overlap (Holm over m = 13)" in headline
-    # the second query set: the 11 held-out comparisons beside the first set's
+    # the second query set: the 12 held-out comparisons beside the first set's
     both = headline[headline.index("## Both query sets"):headline.index("## The same comparisons")]
-    assert "(second set: Holm over m = 11)" in both and "| heldout_anchor_vs_random |" in both
+    assert "(second set: Holm over m = 12)" in both and "| heldout_anchor_vs_random |" in both
     assert "indomain_anchor_vs_random" not in both
     samples = (tiny_study / "results" / "tables" / "samples.md").read_text()
     assert samples.count("\n## ") == 2 * 5 and "| random-qk |" in samples
