@@ -15,12 +15,12 @@ def main(smk):
     settings = json.loads(raw) if raw else {}
     ci = {k: settings[k] for k in ("resamples", "confidence", "seed") if k in settings}
     df = tables.read_parquet(smk.input[0])
-    if which != "sweep":  # the sweep figure reads the sweep statistics, which cover the main query set only
-        df = tables.of_query_set(df)
+    # main and ablation read the generations table, drawn for the main query set; the sweep statistics
+    # have no query sets
     if which == "main":
-        figures.main_figure(df, smk.output.pdf, smk.output.png, **ci)
+        figures.main_figure(tables.of_query_set(df), smk.output.pdf, smk.output.png, **ci)
     elif which == "ablation":
-        figures.ablation_figure(df, smk.output.pdf, smk.output.png, **ci)
+        figures.ablation_figure(tables.of_query_set(df), smk.output.pdf, smk.output.png, **ci)
     elif which == "sweep":
         figures.sweep_figure(df, smk.output.pdf, smk.output.png)
     else:
