@@ -111,7 +111,7 @@ rule headline:
         content="results/stats/content_comparisons.parquet",
         sweep="results/stats/sweep.parquet",
         generations="results/tables/generations.parquet",
-        alt=[f"results/stats/{name}.parquet" for name in COMPARISON_TABLES if name == "comparisons_alt"],
+        alt=["results/stats/comparisons_alt.parquet"] if "comparisons_alt" in COMPARISON_TABLES else [],
     output:
         report(
             "results/tables/headline.md",
