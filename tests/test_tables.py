@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from anchormask import bootstrap, tables
+from anchormask.reporting import markdown
 from anchormask.checksum import file_sha256
 from anchormask.io import InputError, canonical_json, write_jsonl
 
@@ -195,7 +196,7 @@ def test_stats_parquet_byte_stable_with_explicit_schemas(tmp_path):
 def test_headline_markdown_lists_ours_beside_the_report():
     comps, sweep = stats_frames()
     content = comps.assign(metric="content_overlap", name=comps["name"] + "_content")
-    text = tables.headline_markdown(comps, sweep, {"path": "data/base", "sha256": "418e" + "0" * 60}, content)
+    text = markdown.headline_markdown(comps, sweep, {"path": "data/base", "sha256": "418e" + "0" * 60}, content)
     lines = text.splitlines()
     row = next(l for l in lines if l.startswith("| heldout_anchor_vs_random "))
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -223,7 +224,7 @@ def test_headline_shows_each_seed_beside_the_pooled_value():
     comps = [{"name": "h", "a": "anchor", "b": "random", "split": "held_out"}]
     stats = bootstrap.run_comparisons(df, comps, 200, 0.95, 1)
     _, sweep = stats_frames()
-    text = tables.headline_markdown(stats, sweep, "base", stats, bootstrap.per_seed(df, comps))
+    text = markdown.headline_markdown(stats, sweep, "base", stats, bootstrap.per_seed(df, comps))
     assert "| h | 2.00x [2.00, 2.00] | 42: 2.00x, 43: 2.00x | +0.200, +0.300 |" in text
     assert "| h | split=held_out | anchor | random | 4 × 2 seeds |" in text
 

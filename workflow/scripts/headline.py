@@ -7,6 +7,7 @@ import json
 import logging
 
 from anchormask import bootstrap, io, runlog, tables
+from anchormask.reporting import markdown
 
 
 
@@ -15,9 +16,9 @@ def main(smk):
     comparisons = json.loads(smk.params.comparisons)
     per_seed = bootstrap.per_seed(tables.of_query_set(tables.read_parquet(smk.input.generations)), comparisons)
     alt = tables.read_parquet(smk.input.alt[0]) if smk.input.alt else None
-    text = tables.headline_markdown(tables.read_parquet(smk.input.comparisons), tables.read_parquet(smk.input.sweep),
-                                    json.loads(smk.params.base), tables.read_parquet(smk.input.content), per_seed,
-                                    alt)
+    text = markdown.headline_markdown(tables.read_parquet(smk.input.comparisons), tables.read_parquet(smk.input.sweep),
+                                      json.loads(smk.params.base), tables.read_parquet(smk.input.content), per_seed,
+                                      alt)
     io.write_text(smk.output[0], text)
     logging.info("wrote %s", smk.output[0])
 

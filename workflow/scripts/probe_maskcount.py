@@ -4,7 +4,9 @@ markdown, figure)."""
 import json
 import logging
 
-from anchormask import io, probes, provenance, runlog, tables
+from anchormask import io, provenance, runlog, tables
+from anchormask.probes import maskcount
+from anchormask.reporting import probe_figures, probe_markdown
 from anchormask.checksum import file_sha256
 
 
@@ -17,15 +19,15 @@ def main(smk):
     domains = json.loads(smk.params.domains)
     corpora = dict(zip(domains, list(smk.input.corpora)))
     settings = json.loads(smk.params.settings)
-    scored = probes.maskcount_generations([(arm, k, p) for (arm, k), p in zip(files, paths)], corpora)
-    summary = probes.maskcount_summary(scored, int(settings["resamples"]), float(settings["confidence"]),
-                                       int(settings["seed"]))
+    scored = maskcount.maskcount_generations([(arm, k, p) for (arm, k), p in zip(files, paths)], corpora)
+    summary = maskcount.maskcount_summary(scored, int(settings["resamples"]), float(settings["confidence"]),
+                                          int(settings["seed"]))
     meta = {"table": "probe_maskcount", "inputs": [{"arm": a, "k": k, "path": p, "sha256": file_sha256(p)}
                                                   for (a, k), p in zip(files, paths)],
             "settings": settings, "versions": provenance.versions()}
-    tables.write_parquet(summary, smk.output.table, probes.MASKCOUNT_SCHEMA, metadata=meta)
-    io.write_text(smk.output.md, probes.maskcount_markdown(summary))
-    probes.maskcount_figure(summary, smk.output.pdf, smk.output.png)
+    tables.write_parquet(summary, smk.output.table, maskcount.MASKCOUNT_SCHEMA, metadata=meta)
+    io.write_text(smk.output.md, probe_markdown.maskcount_markdown(summary))
+    probe_figures.maskcount_figure(summary, smk.output.pdf, smk.output.png)
     logging.info("wrote %s, %s and the figure: %d rows", smk.output.table, smk.output.md, len(summary))
 
 
