@@ -51,7 +51,7 @@ def maskcount_generations(files: Sequence[tuple[str, int, str]], corpora: Mappin
 
 def maskcount_summary(df: pd.DataFrame, resamples: int, confidence: float, seed: int) -> pd.DataFrame:
     """Per (arm, k, split): mean corpus_overlap [CI] and the paired difference from the smallest k."""
-    from anchormask import bootstrap
+    from anchormask import bootstrap, pairwise
 
     ks = sorted(int(k) for k in df["k"].unique())
     k0 = ks[0]
@@ -69,7 +69,7 @@ def maskcount_summary(df: pd.DataFrame, resamples: int, confidence: float, seed:
                 at = part[part["k"] == k]
                 if at.empty:
                     raise InputError(f"mask-count probe: arm {arm!r} has no generations at k = {k}")
-                query_means = bootstrap.per_query(at).set_index("query_id").sort_index()
+                query_means = pairwise.per_query(at).set_index("query_id").sort_index()
                 values.append(query_means["overlap"])
                 meta.append((float(at["empty"].mean()), float(at["word_tokens"].astype(float).mean())))
             qids = list(values[0].index)

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from anchormask import bootstrap
+from anchormask import bootstrap, pairwise
 from anchormask.io import InputError, atomic_path
 from anchormask.reporting.arms import order_arms
 
@@ -50,7 +50,7 @@ def save(fig: Figure, pdf_path: str | os.PathLike[str], png_path: str | os.PathL
             fig.savefig(tmp, format="png")
 
 
-def _ci(index: bootstrap.PerQueryIndex, arm: str, column: str, value: str, resamples: int, confidence: float,
+def _ci(index: pairwise.PerQueryIndex, arm: str, column: str, value: str, resamples: int, confidence: float,
         seed: int) -> tuple[int, float, float, float]:
     """The arm's mean over the queries with ``column == value`` and its (two-level) percentile interval."""
     values = index.arm(f"figure {column}={value}", arm, column, value)
@@ -62,8 +62,8 @@ def _ci(index: bootstrap.PerQueryIndex, arm: str, column: str, value: str, resam
 def arm_summary(generations_df: pd.DataFrame, resamples: int = 10_000, confidence: float = 0.95,
                 seed: int = 0) -> pd.DataFrame:
     """Rows (panel, domain, arm, n, mean, lo, hi) for the main figure's panels, in drawing order."""
-    index = bootstrap.PerQueryIndex(generations_df, "overlap")
-    query_means = bootstrap.per_query(generations_df)
+    index = pairwise.PerQueryIndex(generations_df, "overlap")
+    query_means = pairwise.per_query(generations_df)
     in_domain = sorted(query_means.loc[query_means["split"] == "in_domain", "domain"].unique())
     held_out = sorted(query_means.loc[query_means["split"] == "held_out", "domain"].unique())
     panels = [(f"in-domain: {d}", "domain", d) for d in in_domain] + [(f"held-out: {d}", "domain", d) for d in held_out]
@@ -184,7 +184,7 @@ def ablation_summary(generations_df: pd.DataFrame, resamples: int = 10_000, conf
                      seed: int = 0) -> pd.DataFrame:
     """Rows (strategy, targets, arm, n, mean, lo, hi) on the held-out queries pooled; base with targets None."""
     held = generations_df[generations_df["split"] == "held_out"]
-    index = bootstrap.PerQueryIndex(held, "overlap")
+    index = pairwise.PerQueryIndex(held, "overlap")
     arm_spec = held.groupby("arm", dropna=False)[["strategy", "targets"]].first()
     rows = []
     for strategy in ("anchor", "random"):

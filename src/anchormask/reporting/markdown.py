@@ -1,7 +1,7 @@
 """Markdown: table cells, the headline tables (results/tables/headline.md) and the base evaluation.
 
-``headline_markdown`` sets the comparison and sweep statistics (``bootstrap.run_comparisons``,
-``bootstrap.run_sweep``; their Parquet files are ``tables.COMPARISONS_SCHEMA`` and
+``headline_markdown`` sets the comparison and sweep statistics (``pairwise.run_comparisons``,
+``pairwise.run_sweep``; their Parquet files are ``tables.COMPARISONS_SCHEMA`` and
 ``tables.SWEEP_SCHEMA``) beside the report's figures; ``base_evaluation_markdown`` renders
 ``base_eval.evaluate``'s result. ``number`` is the one rule for a numeric cell: n/a for a missing
 value or NaN, inf/-inf for an infinite one.
@@ -122,7 +122,7 @@ def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
                       base_description: Mapping[str, Any] | str, content_df: pd.DataFrame,
                       per_seed_df: pd.DataFrame | None = None, alt_df: pd.DataFrame | None = None) -> str:
     """The headline tables: comparisons (the report's figures beside ours), per training seed when
-    there are several (``bootstrap.per_seed``), the held-out comparisons on the second query set
+    there are several (``pairwise.per_seed``), the held-out comparisons on the second query set
     when there is one, the same comparisons on content-word overlap, the sweep."""
     if isinstance(base_description, Mapping):
         base = f"`{base_description.get('path')}` (sha256 `{base_description.get('sha256')}`)"

@@ -3,7 +3,7 @@
 
 ``summary_markdown`` gathers each probe's headline number, with the reverse vs random comparison
 (probe 1) and the V/O ablation (probe 4) taken from the comparison statistics
-(``bootstrap.run_comparisons``), the attention mass (probe 2, ``probes.attention``), the LoRA
+(``pairwise.run_comparisons``), the attention mass (probe 2, ``probes.attention``), the LoRA
 allocation (probe 3, ``probes.lora``) and the mask count (``probes.maskcount``).
 """
 
