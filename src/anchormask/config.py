@@ -362,12 +362,6 @@ def sweep_adapters(config: dict[str, Any], strategy: str, size: int, steps: int)
     return [AdapterJob(strategy, "full", size, steps, s) for s in seeds]
 
 
-def all_adapter_jobs(config: dict[str, Any]) -> list[AdapterJob]:
-    jobs = {job for arm in config["arms"] for job in arm_adapters(config, arm)}
-    jobs |= {job for point in sweep_points(config) for job in sweep_adapters(config, *point)}
-    return sorted(jobs)
-
-
 def domains(config: dict[str, Any]) -> list[str]:
     return [config["data"]["in_domain"], *config["data"]["held_out"]]
 
@@ -382,8 +376,3 @@ def query_sets(config: dict[str, Any]) -> dict[str, list[str]]:
 
 def split_of(config: dict[str, Any], domain: str) -> str:
     return "in_domain" if domain == config["data"]["in_domain"] else "held_out"
-
-
-def settings_json(settings: dict[str, Any]) -> str:
-    """Params travel as canonical JSON text: Snakemake compares params by repr."""
-    return io.canonical_json(settings)

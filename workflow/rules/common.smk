@@ -30,7 +30,7 @@ CONFIG_SOURCES = config_layers().source_of
 study.validate(config, CONFIG_SOURCES)
 validate(config, "../schemas/config.schema.yaml")
 study.check_base(config, CONFIG_SOURCES)
-DATA_COUNTS = study_data.check_all(config)
+study_data.check_all(config)
 
 PACKAGE = Path(workflow.basedir) / "src" / "anchormask"
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
@@ -104,17 +104,12 @@ def model_resources(kind):
     return {"mem_mb": host, "gpu_mem_mb": gpu}
 
 
-def adapter_dir(job):
-    return job.path
-
-
 def arm_adapter_dirs(wildcards):
-    return [adapter_dir(j) for j in study.arm_adapters(config, wildcards.arm)]
+    return [j.path for j in study.arm_adapters(config, wildcards.arm)]
 
 
 def sweep_adapter_dirs(wildcards):
-    return [adapter_dir(j) for j in study.sweep_adapters(
-        config, wildcards.strategy, int(wildcards.size), int(wildcards.steps))]
+    return [j.path for j in study.sweep_adapters(config, wildcards.strategy, int(wildcards.size), int(wildcards.steps))]
 
 
 def corpus_pattern():

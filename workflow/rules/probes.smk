@@ -30,10 +30,10 @@ PROBE_FILES = {
     "maskcount_figure": "results/probes/maskcount.pdf",
     "ablation": "results/figures/ablation.pdf",
 }
-ATTENTION_SPECS = [{"arm": a, **config["arms"][a], "adapters": [adapter_dir(j) for j in study.arm_adapters(config, a)]}
+ATTENTION_SPECS = [{"arm": a, **config["arms"][a], "adapters": [j.path for j in study.arm_adapters(config, a)]}
                    for a in ATTENTION_ARMS]
 LORA_SPECS = [{"arm": a, "strategy": config["arms"][a]["strategy"], "targets": config["arms"][a]["targets"],
-               "path": adapter_dir(j)} for a in ADAPTER_ARMS for j in study.arm_adapters(config, a)]
+               "path": j.path} for a in ADAPTER_ARMS for j in study.arm_adapters(config, a)]
 MASKCOUNT_RUNS = [(a, k) for a in MASKCOUNT_ARMS for k in MASKCOUNT_K]
 # k equal to generation.extra_masks is the arm's main generation (same settings, same bytes): reused.
 MASKCOUNT_FILES = [f"results/generations/{a}.jsonl" if k == config["generation"].get("extra_masks", 0)
