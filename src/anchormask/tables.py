@@ -71,6 +71,13 @@ SORT_KEYS = ["arm", "split", "domain", "query_id", "train_size", "train_steps", 
 UNIQUE_KEYS = ("arm", "query_id", "train_size", "train_steps", "train_seed")
 
 
+def corpora_of(domains: Sequence[str], paths: Sequence[str | os.PathLike[str]]) -> dict[str, str | os.PathLike[str]]:
+    """Domain -> corpus file, from a rule's ``params.domains`` and ``input.corpora`` (one file per domain, in order)."""
+    if len(domains) != len(paths):
+        raise ValueError(f"params.domains has {len(domains)} names but input.corpora {len(paths)} files")
+    return dict(zip(domains, paths))
+
+
 def file_entry(path: str | os.PathLike[str]) -> dict[str, str]:
     return {"path": str(path), "sha256": file_sha256(path)}
 

@@ -16,8 +16,7 @@ def main(smk):
     paths = list(smk.input.generations)
     if len(files) != len(paths):
         raise ValueError(f"params.files names {len(files)} (arm, k) pairs but input.generations has {len(paths)}")
-    domains = json.loads(smk.params.domains)
-    corpora = dict(zip(domains, list(smk.input.corpora)))
+    corpora = tables.corpora_of(json.loads(smk.params.domains), list(smk.input.corpora))
     settings = json.loads(smk.params.settings)
     scored = maskcount.maskcount_generations([(arm, k, p) for (arm, k), p in zip(files, paths)], corpora)
     summary = maskcount.maskcount_summary(scored, int(settings["resamples"]), float(settings["confidence"]),
