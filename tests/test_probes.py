@@ -229,14 +229,19 @@ def test_maskcount_rejects_a_file_generated_with_another_k(tmp_path):
         maskcount.maskcount_generations([("anchor", 8, str(path))], {})
 
 
-def probe_files():
-    """The paths the workflow passes (workflow/rules/probes.smk PROBE_FILES)."""
-    text = (REPO / "workflow" / "rules" / "probes.smk").read_text()
-    block = text[text.index("PROBE_FILES = {"):].split("}", 1)[0]
-    return dict(re.findall(r'"(\w+)": "([^"]+)"', block))
-
-
-PATHS = probe_files()
+# The paths probe_summary passes (PROBE_FILES in workflow/rules/probes.smk, from the rules' outputs).
+PATHS = {
+    "comparisons": "results/stats/comparisons.parquet",
+    "attention": "results/probes/attention.parquet",
+    "attention_figure": "results/probes/attention.pdf",
+    "lora": "results/probes/lora_shares.parquet",
+    "lora_layers": "results/probes/lora_norms.parquet",
+    "lora_figure": "results/probes/lora_norms.pdf",
+    "maskcount": "results/probes/maskcount.parquet",
+    "maskcount_md": "results/probes/maskcount.md",
+    "maskcount_figure": "results/probes/maskcount.pdf",
+    "ablation": "results/figures/ablation.pdf",
+}
 
 
 def test_summary_names_reverse_vs_random_and_the_ablation_figure():

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from anchormask.config import comparison_selection
 from anchormask.bootstrap import paired_bootstrap_batch, query_set_rng, safe_ratio
 from anchormask.io import InputError
 from anchormask.signflip import PERMUTATION_STREAM, holm, sign_flip_pvalues
@@ -70,18 +71,6 @@ def seed_grids(df: pd.DataFrame, value: str) -> dict[str, tuple[list[int | None]
         seeds = [None if int(sd) == -1 else int(sd) for sd in block.index.get_level_values("_seed")]
         grids[arm] = (seeds, block.to_numpy(dtype=np.float64))
     return grids
-
-
-def _selector(comp: Mapping[str, Any]) -> tuple[str, str]:
-    has_split, has_domain = "split" in comp, "domain" in comp
-    if has_split == has_domain:
-        raise InputError(f"comparison {comp.get('name')!r}: give exactly one of split or domain")
-    if has_split:
-        if comp["split"] not in ("in_domain", "held_out"):
-            raise InputError(f"comparison {comp.get('name')!r}: split must be in_domain or held_out, "
-                             f"got {comp['split']!r}")
-        return "split", comp["split"]
-    return "domain", comp["domain"]
 
 
 @dataclass(frozen=True)
@@ -208,7 +197,7 @@ def run_comparisons(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[
         name = comp.get("name")
         if not name or "a" not in comp or "b" not in comp:
             raise InputError(f"comparison {comp!r}: needs name, a and b")
-        column, selected = _selector(comp)
+        column, selected = comparison_selection(comp)
         va, vb = index.pair(name, comp["a"], comp["b"], column, selected)
         jobs.append({"name": name, "selector": f"{column}={selected}", "a": comp["a"], "b": comp["b"],
                      "query_ids": va.query_ids.tolist(), "a_values": va.values, "b_values": vb.values,
@@ -219,7 +208,11 @@ def run_comparisons(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[
 
 def covered(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The comparisons whose selection (split or domain) has generations in the table."""
-    return [c for c in comparisons if (generations_df[_selector(c)[0]] == _selector(c)[1]).any()]
+    def selects_any(comp: Mapping[str, Any]) -> bool:
+        column, value = comparison_selection(comp)
+        return bool((generations_df[column] == value).any())
+
+    return [c for c in comparisons if selects_any(c)]
 
 
 def per_seed(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, Any]],
@@ -232,7 +225,7 @@ def per_seed(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, An
     index = PerQueryIndex(generations_df, value)
     rows = []
     for comp in comparisons:
-        column, selected = _selector(comp)
+        column, selected = comparison_selection(comp)
         va, vb = index.pair(comp["name"], comp["a"], comp["b"], column, selected)
         a, b = _seed_aligned([va.values, vb.values], [comp["name"]] * 2)
         seeds_a, seeds_b = (index.seeds[arm] * (len(a) // len(index.seeds[arm])) for arm in (comp["a"], comp["b"]))

@@ -4,10 +4,9 @@ markdown, figure)."""
 import json
 import logging
 
-from anchormask import io, provenance, runlog, tables
+from anchormask import io, runlog, tables
 from anchormask.probes import maskcount
 from anchormask.reporting import probe_figures, probe_markdown
-from anchormask.checksum import file_sha256
 
 
 def main(smk):
@@ -21,10 +20,8 @@ def main(smk):
     scored = maskcount.maskcount_generations([(arm, k, p) for (arm, k), p in zip(files, paths)], corpora)
     summary = maskcount.maskcount_summary(scored, int(settings["resamples"]), float(settings["confidence"]),
                                           int(settings["seed"]))
-    meta = {"table": "probe_maskcount", "inputs": [{"arm": a, "k": k, "path": p, "sha256": file_sha256(p)}
-                                                  for (a, k), p in zip(files, paths)],
-            "settings": settings, "versions": provenance.versions()}
-    tables.write_parquet(summary, smk.output.table, maskcount.MASKCOUNT_SCHEMA, metadata=meta)
+    tables.write_parquet(summary, smk.output.table, maskcount.MASKCOUNT_SCHEMA,
+                         metadata=maskcount.summary_metadata(files, paths, settings))
     io.write_text(smk.output.md, probe_markdown.maskcount_markdown(summary))
     probe_figures.maskcount_figure(summary, smk.output.pdf, smk.output.png)
     logging.info("wrote %s, %s and the figure: %d rows", smk.output.table, smk.output.md, len(summary))

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from anchormask import io, tables
+from anchormask import io, provenance, tables
+from anchormask.checksum import file_sha256
 from anchormask.io import InputError
 
 _str, _int, _f64 = pa.string(), pa.int64(), pa.float64()
@@ -90,3 +91,10 @@ def maskcount_summary(df: pd.DataFrame, resamples: int, confidence: float, seed:
                              "confidence": float(confidence), "seed": int(seed)})
     out = pd.DataFrame(rows, columns=MASKCOUNT_SCHEMA.names)
     return out
+
+
+def summary_metadata(files: Sequence[tuple[str, int]], paths: Sequence[str], settings: Mapping) -> dict:
+    """The summary table's provenance: each (arm, k) generation file with its hash, the settings, versions."""
+    return {"table": "probe_maskcount", "inputs": [{"arm": a, "k": k, "path": p, "sha256": file_sha256(p)}
+                                                   for (a, k), p in zip(files, paths)],
+            "settings": settings, "versions": provenance.versions()}
