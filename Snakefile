@@ -26,6 +26,7 @@ wildcard_constraints:
     steps=r"[0-9]+",
     seed=r"[0-9]+",
     domain="|".join(DOMAINS),
+    query_set="|".join(QUERY_SETS),
     arm="|".join(ARMS),
     figure="main|sweep|ablation",
 

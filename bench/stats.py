@@ -1,10 +1,10 @@
-"""3. Bootstrap: anchormask.bootstrap (all headline comparisons at once) against scipy.stats.bootstrap
+"""3. Bootstrap: anchormask.pairwise (all headline comparisons at once) against scipy.stats.bootstrap
 called once per comparison, on the same synthetic per-query data.
 
 The data have the study's shape: the configured arms, 63 queries (in-domain and four held-out
 domains, ids and sizes as data/queries holds them), one corpus_overlap value per (arm, query),
 correlated across arms through a per-query effect, with some exact zeros (empty
-continuations). The project side is ``bootstrap.run_comparisons`` on the generations table
+continuations). The project side is ``pairwise.run_comparisons`` on the generations table
 (what the statistics job runs: per-query values, pairing, one joint bootstrap per query set),
 and, separately, its numeric core ``paired_bootstrap_batch`` on the pre-paired arrays scipy
 gets. scipy computes the ratio and the difference of means in one vectorised call per
@@ -68,10 +68,10 @@ def paired_arrays(df: pd.DataFrame, comparisons: list[dict[str, Any]]) -> list[d
 
 def core_batches(pairs: list[dict[str, Any]], resamples: int, confidence: float, seed: int) -> list[dict[str, float]]:
     """The statistics job's core on pre-paired arrays: one paired_bootstrap_batch per query set."""
-    from anchormask import bootstrap
+    from anchormask import pairwise
 
     jobs = [{"query_ids": p["query_ids"], "a_values": p["a"], "b_values": p["b"]} for p in pairs]
-    return bootstrap.run_batches(jobs, resamples, confidence, seed)
+    return pairwise.run_batches(jobs, resamples, confidence, seed)
 
 
 def _ratio_and_diff(a, b, axis=-1):
@@ -125,7 +125,7 @@ def agreement(project: dict[str, float], scipy_res: dict[str, Any], resamples: i
 
 
 def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]:
-    from anchormask import bootstrap
+    from anchormask import pairwise
 
     cfg = common.load_config()
     st = cfg["statistics"]
@@ -135,13 +135,13 @@ def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]
     pairs = paired_arrays(df, comparisons)
     n_queries = df["query_id"].nunique()
 
-    project_df = bootstrap.run_comparisons(df, comparisons, resamples, confidence, seed)  # warm-up
+    project_df = pairwise.run_comparisons(df, comparisons, resamples, confidence, seed)  # warm-up
     core = core_batches(pairs, resamples, confidence, seed)
     scipy_res = scipy_all(pairs, resamples, confidence, seed)
     times: dict[str, list[float]] = {"run_comparisons": [], "core": [], "scipy": []}
     for _ in range(repeats):
         t = time.perf_counter()
-        project_df = bootstrap.run_comparisons(df, comparisons, resamples, confidence, seed)
+        project_df = pairwise.run_comparisons(df, comparisons, resamples, confidence, seed)
         times["run_comparisons"].append(time.perf_counter() - t)
         t = time.perf_counter()
         core = core_batches(pairs, resamples, confidence, seed)

@@ -5,7 +5,8 @@ import shutil
 
 import pytest
 
-from anchormask import adapters, config, generation, probes, train
+from anchormask import adapters, config, generation, train
+from anchormask.probes import lora
 from anchormask import backbone as bb
 from anchormask.checksum import file_sha256
 from anchormask.io import InputError
@@ -74,7 +75,7 @@ def test_generation_refuses_a_truncated_file_without_a_safetensors_traceback(ada
 def test_lora_probe_refuses_an_altered_adapter(adapter):
     flip_one_byte(adapter / WEIGHTS)
     with pytest.raises(InputError, match="altered or truncated"):
-        probes.lora_layers_table([{"arm": "anchor", "strategy": "anchor", "targets": "full", "path": str(adapter)}])
+        lora.lora_layers_table([{"arm": "anchor", "strategy": "anchor", "targets": "full", "path": str(adapter)}])
 
 
 def test_an_adapter_without_recorded_hashes_is_named(adapter):

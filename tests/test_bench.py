@@ -118,12 +118,12 @@ def test_percentile_standard_error_matches_the_normal_theory():
 
 
 def test_synthetic_generations_have_the_studys_shape():
-    from anchormask import bootstrap
+    from anchormask import pairwise
 
     cfg = common.load_config()
     df = stats.synthetic_generations(cfg)
     assert df["query_id"].nunique() == 63 and set(df["arm"]) == set(cfg["arms"])
-    out = bootstrap.run_comparisons(df, cfg["statistics"]["comparisons"], 200, 0.95, 1)
+    out = pairwise.run_comparisons(df, cfg["statistics"]["comparisons"], 200, 0.95, 1)
     assert len(out) == len(cfg["statistics"]["comparisons"]) and (out["n"] >= 12).all()
 
 

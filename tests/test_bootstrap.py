@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from anchormask import bootstrap
+from anchormask import bootstrap, pairwise, signflip
 from anchormask.io import InputError
 
 
@@ -150,7 +150,7 @@ COMPARISONS = [
 
 def test_run_comparisons_pairs_queries_and_averages_seeds():
     df = table()
-    out = bootstrap.run_comparisons(df, COMPARISONS, 2000, 0.95, 2026)
+    out = pairwise.run_comparisons(df, COMPARISONS, 2000, 0.95, 2026)
     assert list(out["name"]) == ["heldout", "indomain", "astro", "vs_base"]
     assert list(out["n"]) == [8, 5, 4, 8]
     assert list(out["runs_a"]) == [2, 2, 2, 2] and list(out["runs_b"]) == [2, 2, 2, 1]
@@ -170,12 +170,12 @@ def test_run_comparisons_pairs_queries_and_averages_seeds():
 def test_run_comparisons_is_seeded_and_independent_of_other_comparisons():
     df = table(shift=0.0)
     df.loc[df["arm"] == "anchor", "overlap"] += np.random.default_rng(3).normal(0, 0.05, (df["arm"] == "anchor").sum())
-    one = bootstrap.run_comparisons(df, COMPARISONS, 1000, 0.95, 5)
-    two = bootstrap.run_comparisons(df, COMPARISONS, 1000, 0.95, 5)
+    one = pairwise.run_comparisons(df, COMPARISONS, 1000, 0.95, 5)
+    two = pairwise.run_comparisons(df, COMPARISONS, 1000, 0.95, 5)
     pd.testing.assert_frame_equal(one, two)
-    other_seed = bootstrap.run_comparisons(df, COMPARISONS, 1000, 0.95, 6)
+    other_seed = pairwise.run_comparisons(df, COMPARISONS, 1000, 0.95, 6)
     assert not np.allclose(one["diff_lo"], other_seed["diff_lo"])
-    alone = bootstrap.run_comparisons(df, [COMPARISONS[2]], 1000, 0.95, 5)
+    alone = pairwise.run_comparisons(df, [COMPARISONS[2]], 1000, 0.95, 5)
     own = [c for c in one.columns if c not in ("p_holm", "family")]  # Holm depends on the family, by design
     pd.testing.assert_series_equal(alone.iloc[0][own], one.iloc[2][own], check_names=False)
     assert alone.loc[0, "family"] == 1 and one.loc[2, "family"] == 4
@@ -185,15 +185,15 @@ def test_query_sets_must_match():
     df = table()
     df = df[~((df["arm"] == "random") & (df["query_id"] == "astro-q05"))]
     with pytest.raises(InputError, match="comparison 'heldout'.*different queries.*astro-q05"):
-        bootstrap.run_comparisons(df, COMPARISONS[:1], 100, 0.95, 0)
+        pairwise.run_comparisons(df, COMPARISONS[:1], 100, 0.95, 0)
 
 
 def test_unknown_arm_and_bad_selector_are_named():
     df = table()
     with pytest.raises(InputError, match="comparison 'x': arm 'reverse' has no generations"):
-        bootstrap.run_comparisons(df, [{"name": "x", "a": "reverse", "b": "random", "split": "held_out"}], 10, 0.95, 0)
+        pairwise.run_comparisons(df, [{"name": "x", "a": "reverse", "b": "random", "split": "held_out"}], 10, 0.95, 0)
     with pytest.raises(InputError, match="exactly one of split or domain"):
-        bootstrap.run_comparisons(df, [{"name": "y", "a": "anchor", "b": "random"}], 10, 0.95, 0)
+        pairwise.run_comparisons(df, [{"name": "y", "a": "anchor", "b": "random"}], 10, 0.95, 0)
 
 
 def sweep_table():
@@ -212,7 +212,7 @@ def sweep_table():
 
 
 def test_run_sweep_compares_anchor_with_random_per_point():
-    out = bootstrap.run_sweep(sweep_table(), 500, 0.95, 1, report={"72x100": "1.97-2.19x", "999x1": "x"})
+    out = pairwise.run_sweep(sweep_table(), 500, 0.95, 1, report={"72x100": "1.97-2.19x", "999x1": "x"})
     assert list(out["point"]) == ["72x100", "72x1000", "144x100", "144x1000"]
     assert list(out["ratio"]) == pytest.approx([2.0, 1.5, 2.1, 1.1])
     assert list(out["ratio_lo"]) == pytest.approx([2.0, 1.5, 2.1, 1.1])
@@ -225,7 +225,7 @@ def test_run_sweep_needs_both_strategies():
     df = sweep_table()
     df = df[~((df["strategy"] == "random") & (df["train_steps"] == 1000) & (df["train_size"] == 72))]
     with pytest.raises(InputError, match="72x1000: expected one 'random' arm"):
-        bootstrap.run_sweep(df, 100, 0.95, 1)
+        pairwise.run_sweep(df, 100, 0.95, 1)
 
 
 # --------------------------------------------------------------------------- two levels: seeds and queries
@@ -244,7 +244,7 @@ def test_one_seed_gives_the_one_level_numbers_bit_for_bit():
     df = table(seeds=(42,), shift=0.02)
     anchor = df["arm"] == "anchor"
     df.loc[anchor, "overlap"] += np.random.default_rng(3).normal(0, 0.05, anchor.sum())
-    out = bootstrap.run_comparisons(df, COMPARISONS, 500, 0.95, 2026)
+    out = pairwise.run_comparisons(df, COMPARISONS, 500, 0.95, 2026)
     assert (out["seeds"] == 1).all()
     got = {r["name"]: {k: float(r[k]).hex() for k in ONE_SEED_BEFORE["heldout"]} for r in out.to_dict("records")}
     assert got == ONE_SEED_BEFORE
@@ -278,7 +278,7 @@ def test_arms_pair_by_seed_index_and_a_seedless_arm_repeats():
         rows.append(dict(query_id=f"q{q}", domain="astro", split="held_out", arm="base", train_seed=None, overlap=0.3))
     comps = [{"name": "ar", "a": "anchor", "b": "random", "split": "held_out"},
              {"name": "ab", "a": "anchor", "b": "base", "split": "held_out"}]
-    out = bootstrap.run_comparisons(pd.DataFrame(rows), comps, 4000, 0.95, 1).set_index("name")
+    out = pairwise.run_comparisons(pd.DataFrame(rows), comps, 4000, 0.95, 1).set_index("name")
     for name in ("ar", "ab"):  # the base's one row stands for every drawn seed: same numbers as random
         assert out.loc[name, "seeds"] == 2 and out.loc[name, "diff"] == pytest.approx(0.0, abs=1e-15)
         assert out.loc[name, "diff_lo"] == pytest.approx(-0.1) and out.loc[name, "diff_hi"] == pytest.approx(0.1)
@@ -290,10 +290,10 @@ def test_unequal_seed_counts_and_incomplete_grids_are_errors():
     three = table(seeds=(42, 43, 44))
     mixed = pd.concat([df[df["arm"] != "anchor"], three[three["arm"] == "anchor"]])
     with pytest.raises(InputError, match="training seeds where the other arms of its query set have"):
-        bootstrap.run_comparisons(mixed, COMPARISONS[:1], 100, 0.95, 0)
+        pairwise.run_comparisons(mixed, COMPARISONS[:1], 100, 0.95, 0)
     holed = df.drop(df[(df["arm"] == "anchor") & (df["train_seed"] == 43) & (df["query_id"] == "astro-q05")].index)
     with pytest.raises(InputError, match="arm 'anchor': its training seeds answered different queries"):
-        bootstrap.run_comparisons(holed, COMPARISONS[:1], 100, 0.95, 0)
+        pairwise.run_comparisons(holed, COMPARISONS[:1], 100, 0.95, 0)
 
 
 def _coverage(seeds, queries, sd_seed, sd_query, sd_cell, reps, gen):
@@ -324,7 +324,7 @@ def test_sign_flip_p_value_equals_exact_enumeration():
     observed = abs(d.sum())
     extreme = sum(abs(np.dot(signs, d)) >= observed - 1e-12
                   for signs in itertools.product((1, -1), repeat=len(d)))
-    p, exact = bootstrap.sign_flip_pvalues(d, 100, rng())
+    p, exact = signflip.sign_flip_pvalues(d, 100, rng())
     assert exact and p[0] == extreme / 2 ** len(d)
     # By hand: flipping a set F gives sum 0.65 - 2 sum(F), as extreme iff sum(F) <= 0 or sum(F) >= 0.65. sum(F) <= 0:
     # F = {} and, for each of the 3 non-empty subsets of {-0.1, -0.05}, F with none of the positives or with +0.05
@@ -334,28 +334,28 @@ def test_sign_flip_p_value_equals_exact_enumeration():
 
 def test_sign_flip_monte_carlo_approaches_the_exact_value_and_is_seeded():
     gen = rng(5)
-    d = gen.normal(0.05, 0.2, size=bootstrap.EXACT_MAX_QUERIES + 4)
-    first, exact = bootstrap.sign_flip_pvalues(d, 20_000, rng(6))
-    again, _ = bootstrap.sign_flip_pvalues(d, 20_000, rng(6))
+    d = gen.normal(0.05, 0.2, size=signflip.EXACT_MAX_QUERIES + 4)
+    first, exact = signflip.sign_flip_pvalues(d, 20_000, rng(6))
+    again, _ = signflip.sign_flip_pvalues(d, 20_000, rng(6))
     assert not exact and first[0] == again[0]
     n = len(d)
     signs = 1 - 2 * ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1)
     truth = np.mean(np.abs(signs @ d) >= abs(d.sum()) * (1 - 1e-9))
     assert first[0] == pytest.approx(truth, abs=4 * np.sqrt(truth * (1 - truth) / 20_000) + 1e-4)
-    zero, _ = bootstrap.sign_flip_pvalues(np.zeros((1, 3)), 10, rng())
+    zero, _ = signflip.sign_flip_pvalues(np.zeros((1, 3)), 10, rng())
     assert zero[0] == 1.0
 
 
 def test_holm_against_a_hand_computed_case():
     # sorted: 0.005 * 4 = 0.02; 0.01 * 3 = 0.03; 0.03 * 2 = 0.06; 0.04 * 1 = 0.04 -> raised to 0.06
-    assert bootstrap.holm([0.01, 0.04, 0.03, 0.005]).tolist() == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert bootstrap.holm([0.5, 0.6]).tolist() == [1.0, 1.0]
+    assert signflip.holm([0.01, 0.04, 0.03, 0.005]).tolist() == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert signflip.holm([0.5, 0.6]).tolist() == [1.0, 1.0]
 
 
 def test_comparisons_carry_p_values_and_holm_over_their_table():
-    out = bootstrap.run_comparisons(table(), COMPARISONS, 500, 0.95, 2026)
+    out = pairwise.run_comparisons(table(), COMPARISONS, 500, 0.95, 2026)
     assert (out["family"] == len(COMPARISONS)).all()
-    assert out["p_holm"].tolist() == pytest.approx(bootstrap.holm(out["p_perm"]).tolist())
+    assert out["p_holm"].tolist() == pytest.approx(signflip.holm(out["p_perm"]).tolist())
     # heldout: 8 queries, anchor above random on each: 2 of 2^8 patterns are as extreme
     assert out.set_index("name").loc["heldout", "p_perm"] == 2 / 256
     assert out["perm_exact"].all()

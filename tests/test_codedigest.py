@@ -1,6 +1,5 @@
 """Code digests from a script's import closure (anchormask.codedigest), not from hand-written lists."""
 
-from pathlib import Path
 
 import pytest
 
@@ -65,11 +64,14 @@ def test_closures_of_the_real_scripts_hold_the_modules_the_old_lists_missed():
     verify = codedigest.import_closure((SCRIPTS / "verify_base.py").resolve(), PACKAGE.resolve())
     figure = codedigest.import_closure((SCRIPTS / "figure.py").resolve(), PACKAGE.resolve())
     assert "verify" in verify and "runlog" in verify
-    assert "tables" in figure and "figures" in figure
-    assert "pretrain" not in figure and "generation" not in figure
+    assert {"tables", "reporting", "reporting.figures", "reporting.arms"} <= set(figure)
+    assert "pretrain" not in figure and "generation" not in figure and "probes" not in figure
     train = codedigest.import_closure((SCRIPTS / "train_adapter.py").resolve(), PACKAGE.resolve())
     assert {"train", "backbone", "families", "masking", "layout", "data", "config", "io"} <= set(train)
-    assert not {"tables", "figures", "bootstrap", "probes"} & set(train)
+    assert not {"tables", "reporting", "reporting.figures", "bootstrap", "probes"} & set(train)
+    summary = codedigest.import_closure((SCRIPTS / "probe_summary.py").resolve(), PACKAGE.resolve())
+    assert {"probes", "probes.lora", "reporting.probe_markdown", "reporting.markdown"} <= set(summary)
+    assert not {"probes.attention", "reporting.figures", "backbone"} & set(summary)
 
 
 def test_every_rule_carries_its_own_scripts_digest():
@@ -82,3 +84,28 @@ def test_every_rule_carries_its_own_scripts_digest():
             if script:
                 assert f'code=code_digest_of("{script.group(1)}")' in block, (smk.name, block.splitlines()[0])
                 assert (SCRIPTS / script.group(1)).is_file()
+
+
+def test_closure_follows_subpackages_their_init_and_relative_imports(tmp_path):
+    pkg = tmp_path / "anchormask"
+    (pkg / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "top.py": "X = 1\n",
+        "other.py": "Y = 1\n",
+        "sub/__init__.py": "from . import shared\n",
+        "sub/shared.py": "from ..top import X\n",
+        "sub/leaf.py": "from .shared import X\nfrom anchormask import other\n",
+        "sub/unused.py": "",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    script = tmp_path / "script.py"
+    script.write_text("from anchormask.sub import leaf\n")
+    closure = codedigest.import_closure(script.resolve(), pkg.resolve())
+    assert closure == ("", "other", "sub", "sub.leaf", "sub.shared", "top")
+    before = digest(script, pkg)
+    (pkg / "sub" / "unused.py").write_text("Z = 1\n")
+    assert digest(script, pkg) == before
+    (pkg / "top.py").write_text("X = 2\n")  # reached through the subpackage's relative imports
+    assert digest(script, pkg) != before

@@ -13,6 +13,13 @@ def default():
     return config.load(REPO / "config.yaml")
 
 
+def all_adapter_jobs(cfg):
+    """Every adapter the study trains: the arms' and the sweep's, each once."""
+    jobs = {job for arm in cfg["arms"] for job in config.arm_adapters(cfg, arm)}
+    jobs |= {job for point in config.sweep_points(cfg) for job in config.sweep_adapters(cfg, *point)}
+    return sorted(jobs)
+
+
 def problems_of(cfg):
     with pytest.raises(config.ConfigError) as err:
         config.validate(cfg)
@@ -68,7 +75,7 @@ def test_overrides_apply_to_one_strategy_only(default):
 
 
 def test_default_study_trains_what_the_arms_and_sweep_need(default):
-    jobs = config.all_adapter_jobs(default)
+    jobs = all_adapter_jobs(default)
     assert len(jobs) == 17  # 7 adapter arms + 12 sweep points, two of them shared
     ids = {j.id for j in jobs}
     assert "anchor_vo_n144_s300_seed42" in ids and "random_full_n72_s1000_seed42" in ids
@@ -78,7 +85,7 @@ def test_default_study_trains_what_the_arms_and_sweep_need(default):
 def test_seeds_multiply_every_job(default):
     cfg = copy.deepcopy(default)
     cfg["train"]["seeds"] = [1, 2, 3]
-    assert len(config.all_adapter_jobs(cfg)) == 3 * 17
+    assert len(all_adapter_jobs(cfg)) == 3 * 17
     assert [j.seed for j in config.arm_adapters(cfg, "anchor")] == [1, 2, 3]
 
 
@@ -87,8 +94,8 @@ def test_the_three_seed_variant_adds_two_seeds_of_the_main_arms_only(default):
     for key, value in yaml.safe_load((REPO / "config" / "seeds3.yaml").read_text()).items():
         cfg[key] = {**cfg[key], **value}
     config.validate(cfg)
-    jobs = set(config.all_adapter_jobs(cfg))
-    assert set(config.all_adapter_jobs(default)) <= jobs  # the default run's adapters are reused
+    jobs = set(all_adapter_jobs(cfg))
+    assert set(all_adapter_jobs(default)) <= jobs  # the default run's adapters are reused
     assert len(jobs) == 17 + 2 * 7  # two more seeds of the 7 adapter arms; the sweep keeps one
     assert [j.seed for j in config.arm_adapters(cfg, "anchor-vo")] == [42, 43, 44]
     assert [j.seed for j in config.sweep_adapters(cfg, "anchor", 72, 100)] == [42]

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from anchormask import backbone as bb
-from anchormask import layout, probes, sampler, train
+from anchormask import layout, sampler, train
+from anchormask.probes import attention
 from helpers import tiny_train_settings
 from tiny_families import BUILDERS, DREAM, FAMILIES, LLADA, REMOTE, build_llada, remote_code_runs
 
@@ -195,7 +196,7 @@ def test_attention_probe_gives_probabilities_for_every_family(checkpoints, famil
     req = prompts(b, 1)[0]
     ids = torch.tensor([req.prompt_ids + req.anchor_ids + [b.ids.mask] * 3])
     with torch.no_grad():
-        attentions = probes.attention_forward(b, ids, torch.ones_like(ids))
+        attentions = attention.attention_forward(b, ids, torch.ones_like(ids))
     assert len(attentions) == 2
     for layer in attentions:
         assert layer.shape[-1] == ids.shape[1] and torch.allclose(layer.sum(-1), torch.ones(()), atol=1e-5)
@@ -207,8 +208,8 @@ def test_recorded_sdpa_matches_eager_attention(checkpoints):
     ids = torch.tensor([[2, 10, 11, 12, 3, 4, 4, 0]])
     mask = torch.tensor([[1, 1, 1, 1, 1, 1, 1, 0]])
     with torch.no_grad():
-        want = probes.attention_forward(eager, ids, mask)
-        with probes.recorded_sdpa() as seen:
+        want = attention.attention_forward(eager, ids, mask)
+        with attention.recorded_sdpa() as seen:
             sdpa.hidden_states(ids, mask)
     assert len(seen) == len(want)
     for got, ref in zip(seen, want):

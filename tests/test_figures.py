@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from anchormask import figures, tables
+from anchormask import tables
+from anchormask.reporting import figures
 from anchormask.io import InputError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,11 +8,22 @@ import pandas as pd
 import pytest
 import torch
 
-from anchormask import adapters, probes, sampler, tables
+from anchormask import adapters, sampler, tables
+from anchormask.probes import attention, lora, maskcount
+from anchormask.reporting import probe_figures, probe_markdown
 from anchormask.io import InputError
 from helpers import REPO
 
 # --------------------------------------------------------------------------- attention mass
+
+
+def attention_mass(attentions, answer_mask, prefix_mask, locked_mask) -> np.ndarray:
+    """[layers, heads, 2]: ``attention_mass_rows`` averaged over the rows that have answer positions."""
+    rows = attention.attention_mass_rows(attentions, answer_mask, prefix_mask, locked_mask)
+    valid = torch.as_tensor(answer_mask).bool().any(1).cpu().numpy()
+    if not valid.any():
+        raise ValueError("no row has an answer position")
+    return rows[valid].mean(0)
 
 
 def _hand_attention():
@@ -37,7 +48,7 @@ def _hand_attention():
 
 def test_attention_mass_matches_a_hand_computation():
     attentions, answer, prefix, anchor = _hand_attention()
-    rows = probes.attention_mass_rows(attentions, answer, prefix, anchor)
+    rows = attention.attention_mass_rows(attentions, answer, prefix, anchor)
     assert rows.shape == (2, 1, 2, 2)
     # row 0 head 0: prefix (0.3 + 0.5) / 2, anchor (0.3 + 0.25) / 2; head 1: nothing onto either
     np.testing.assert_allclose(rows[0, 0, 0], [0.4, 0.275])
@@ -45,7 +56,7 @@ def test_attention_mass_matches_a_hand_computation():
     # row 1: only query 3 counts; head 0 prefix 0.6, anchor 0.2; head 1 uniform: 0.2 and 0.4
     np.testing.assert_allclose(rows[1, 0, 0], [0.6, 0.2])
     np.testing.assert_allclose(rows[1, 0, 1], [0.2, 0.4])
-    mass = probes.attention_mass(attentions, answer, prefix, anchor)
+    mass = attention_mass(attentions, answer, prefix, anchor)
     assert mass.shape == (1, 2, 2)
     np.testing.assert_allclose(mass[0], [[0.5, 0.2375], [0.1, 0.2]])
 
@@ -53,12 +64,12 @@ def test_attention_mass_matches_a_hand_computation():
 def test_attention_mass_skips_rows_without_answer_positions_and_checks_shapes():
     attentions, answer, prefix, anchor = _hand_attention()
     answer[1] = False
-    mass = probes.attention_mass(attentions, answer, prefix, anchor)
+    mass = attention_mass(attentions, answer, prefix, anchor)
     np.testing.assert_allclose(mass[0], [[0.4, 0.275], [0.0, 0.0]])  # row 0 alone
     with pytest.raises(ValueError, match="no row has an answer position"):
-        probes.attention_mass(attentions, torch.zeros_like(answer), prefix, anchor)
+        attention_mass(attentions, torch.zeros_like(answer), prefix, anchor)
     with pytest.raises(ValueError, match="layer 0"):
-        probes.attention_mass([attentions[0][:, :, :4, :4]], answer, prefix, anchor)
+        attention_mass([attentions[0][:, :, :4, :4]], answer, prefix, anchor)
 
 
 def test_observation_masks_follow_the_slot_layout():
@@ -66,7 +77,7 @@ def test_observation_masks_follow_the_slot_layout():
     obs = sampler.Observation(step=0, input_ids=ids, attention_mask=torch.tensor([[1] * 10, [1] * 8 + [0] * 2]),
                               slot_start=torch.tensor([3, 2]), locked=torch.tensor([2, 1]), answer_len=5,
                               masked=torch.zeros(2, 10, dtype=torch.bool), query_ids=("a", "b"))
-    answer, prefix, anchor = probes.observation_masks(obs)
+    answer, prefix, anchor = attention.observation_masks(obs)
     assert prefix[0].nonzero().flatten().tolist() == [0, 1, 2]
     assert anchor[0].nonzero().flatten().tolist() == [3, 4]
     assert answer[0].nonzero().flatten().tolist() == [5, 6, 7]
@@ -89,37 +100,37 @@ def retrieved_file(tmp_path_factory):
 def test_attention_probe_on_a_tiny_model_gives_probabilities(tiny_model_dir, retrieved_file, tmp_path):
     base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "trust_remote_code": False, "device": "cpu"}
     settings = sampler.SamplerSettings(answer_len=12, steps=3)
-    df = probes.attention_table([{"arm": "base", "strategy": None, "targets": None, "adapters": []}],
+    df = attention.attention_table([{"arm": "base", "strategy": None, "targets": None, "adapters": []}],
                                 [str(retrieved_file)], base, settings)
     assert len(df) == 2 * 2 * 2  # layers x heads x targets of the tiny BERT
     assert set(df["target"]) == {"prefix", "anchor"} and (df["queries"] == 2).all()
     assert ((df["mass"] > 0) & (df["mass"] <= 1)).all()
     total = df.groupby(["layer", "head"])["mass"].sum()
     assert (total <= 1 + 1e-9).all() and (total > 0).all()
-    tables.write_parquet(df, tmp_path / "a.parquet", probes.ATTENTION_SCHEMA)
+    tables.write_parquet(df, tmp_path / "a.parquet", attention.ATTENTION_SCHEMA)
     back = tables.read_parquet(tmp_path / "a.parquet")
     assert back["mass"].tolist() == df["mass"].tolist()
     twin = df.assign(arm="anchor", strategy="anchor", targets="full", mass=df["mass"] * 0.5)
-    probes.attention_figure(pd.concat([df, twin], ignore_index=True), tmp_path / "a.pdf", tmp_path / "a.png")
+    probe_figures.attention_figure(pd.concat([df, twin], ignore_index=True), tmp_path / "a.pdf", tmp_path / "a.png")
     assert (tmp_path / "a.png").stat().st_size > 1000
 
 
 def test_attention_probe_states_unavailability_instead_of_failing(tiny_model_dir, retrieved_file, tmp_path,
                                                                     monkeypatch):
     def refuse(backbone, *args):
-        raise probes.AttentionUnavailable("no probabilities from this model")
+        raise attention.AttentionUnavailable("no probabilities from this model")
 
-    monkeypatch.setattr(probes, "attention_forward", refuse)
+    monkeypatch.setattr(attention, "attention_forward", refuse)
     base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "trust_remote_code": False, "device": "cpu"}
-    df = probes.attention_table([{"arm": "base", "strategy": None, "targets": None, "adapters": []}],
+    df = attention.attention_table([{"arm": "base", "strategy": None, "targets": None, "adapters": []}],
                                 [str(retrieved_file)], base, sampler.SamplerSettings(answer_len=12, steps=3))
     assert df.empty and df.attrs["anchormask"]["not_available"] == {"base": "no probabilities from this model"}
-    tables.write_parquet(df, tmp_path / "a.parquet", probes.ATTENTION_SCHEMA)
+    tables.write_parquet(df, tmp_path / "a.parquet", attention.ATTENTION_SCHEMA)
     back = tables.read_parquet(tmp_path / "a.parquet")
     assert back.attrs["anchormask"]["not_available"]["base"].startswith("no probabilities")
-    probes.attention_figure(back, tmp_path / "a.pdf", tmp_path / "a.png")
+    probe_figures.attention_figure(back, tmp_path / "a.pdf", tmp_path / "a.png")
     assert (tmp_path / "a.png").stat().st_size > 1000
-    text = probes.summary_markdown(None, back, None, None, {}, PATHS)
+    text = probe_markdown.summary_markdown(None, back, None, None, {}, PATHS)
     assert "not available for this model" in text
 
 
@@ -148,29 +159,29 @@ def test_lora_norms_and_shares_from_known_matrices(tmp_path):
             mats[f"{prefix}.{layer}.{leaf}.lora_B.weight"] = b
             expected[(layer, kind)] = np.linalg.norm(3.0 * b.astype(np.float32) @ a.astype(np.float32))
     _write_adapter(tmp_path / "anchor_vo", mats)
-    norms = probes.adapter_norms(tmp_path / "anchor_vo")
+    norms = lora.adapter_norms(tmp_path / "anchor_vo")
     assert (norms["scaling"] == 3.0).all() and (norms["rank"] == 2).all()
     got = {(int(r["layer"]), r["kind"]): r["fro_norm"] for r in norms.to_dict("records")}
     assert got.keys() == expected.keys()
     for key, value in expected.items():
         assert got[key] == pytest.approx(value, rel=1e-5)
-    layers = probes.lora_layers_table([{"arm": "anchor", "strategy": "anchor", "targets": "full",
+    layers = lora.lora_layers_table([{"arm": "anchor", "strategy": "anchor", "targets": "full",
                                         "path": str(tmp_path / "anchor_vo")}])
-    shares = probes.lora_share_table(layers).set_index("kind")
+    shares = lora.lora_share_table(layers).set_index("kind")
     total = sum(v ** 2 for v in expected.values())
     for kind in ("q", "v", "o"):
         sq = sum(v ** 2 for (layer, k), v in expected.items() if k == kind)
         assert shares.loc[kind, "share"] == pytest.approx(sq / total, rel=1e-5)
         assert shares.loc[kind, "fro_norm"] == pytest.approx(np.sqrt(sq), rel=1e-5)
     assert shares["share"].sum() == pytest.approx(1.0) and "k" not in shares.index
-    probes.lora_figure(layers, tmp_path / "l.pdf", tmp_path / "l.png")
+    probe_figures.lora_figure(layers, tmp_path / "l.pdf", tmp_path / "l.png")
     assert (tmp_path / "l.png").stat().st_size > 1000
 
 
 def test_lora_probe_names_a_half_pair(tmp_path):
     _write_adapter(tmp_path / "bad", {"bert.encoder.layer.0.attention.self.key.lora_A.weight": np.ones((2, 3))})
     with pytest.raises(InputError, match="lacks lora_B"):
-        probes.adapter_norms(tmp_path / "bad")
+        lora.adapter_norms(tmp_path / "bad")
 
 
 def test_lora_probe_on_a_trained_adapter(tiny_model_dir, tiny_pairs, tmp_path):
@@ -180,7 +191,7 @@ def test_lora_probe_on_a_trained_adapter(tiny_model_dir, tiny_pairs, tmp_path):
     out = tmp_path / "anchor_vo_n6_s2_seed42"
     train.train(str(tiny_model_dir), "f" * 64, str(tiny_pairs), config.AdapterJob("anchor", "vo", 6, 2, 42),
                 tiny_train_settings(), str(out))
-    norms = probes.adapter_norms(out)
+    norms = lora.adapter_norms(out)
     assert set(norms["kind"]) == {"v", "o"} and sorted(norms["layer"].unique()) == [0, 1]
     assert (norms["fro_norm"] > 0).all() and (norms["scaling"] == 2.0).all()
 
@@ -200,14 +211,14 @@ def _scored(levels):
 
 def test_maskcount_summary_means_and_paired_differences():
     df = _scored({("anchor", 0): 0.5, ("anchor", 8): 0.3, ("random", 0): 0.2, ("random", 8): 0.2})
-    out = probes.maskcount_summary(df, resamples=200, confidence=0.95, seed=1)
+    out = maskcount.maskcount_summary(df, resamples=200, confidence=0.95, seed=1)
     held = out[out["split"] == "held_out"].set_index(["arm", "k"])
     assert held.loc[("anchor", 0), "mean"] == pytest.approx(0.515)
     assert held.loc[("anchor", 8), "diff"] == pytest.approx(-0.2)
     assert held.loc[("anchor", 8), "p_below_k0"] == 1.0  # every resample falls by exactly 0.2
     assert held.loc[("random", 8), "diff"] == pytest.approx(0.0) and held.loc[("random", 8), "p_below_k0"] == 0.0
     assert (held["n"] == 4).all() and set(out["split"]) == {"held_out", "in_domain", "all"}
-    text = probes.maskcount_markdown(out)
+    text = probe_markdown.maskcount_markdown(out)
     assert "| anchor | 8 | 4 |" in text
 
 
@@ -215,17 +226,22 @@ def test_maskcount_rejects_a_file_generated_with_another_k(tmp_path):
     path = tmp_path / "anchor_k8.jsonl"
     path.write_text(json.dumps({"arm": "anchor", "sampler": {"extra_masks": 0}}) + "\n")
     with pytest.raises(InputError, match="extra_masks = 8"):
-        probes.maskcount_generations([("anchor", 8, str(path))], {})
+        maskcount.maskcount_generations([("anchor", 8, str(path))], {})
 
 
-def probe_files():
-    """The paths the workflow passes (workflow/rules/probes.smk PROBE_FILES)."""
-    text = (REPO / "workflow" / "rules" / "probes.smk").read_text()
-    block = text[text.index("PROBE_FILES = {"):].split("}", 1)[0]
-    return dict(re.findall(r'"(\w+)": "([^"]+)"', block))
-
-
-PATHS = probe_files()
+# The paths probe_summary passes (PROBE_FILES in workflow/rules/probes.smk, from the rules' outputs).
+PATHS = {
+    "comparisons": "results/stats/comparisons.parquet",
+    "attention": "results/probes/attention.parquet",
+    "attention_figure": "results/probes/attention.pdf",
+    "lora": "results/probes/lora_shares.parquet",
+    "lora_layers": "results/probes/lora_norms.parquet",
+    "lora_figure": "results/probes/lora_norms.pdf",
+    "maskcount": "results/probes/maskcount.parquet",
+    "maskcount_md": "results/probes/maskcount.md",
+    "maskcount_figure": "results/probes/maskcount.pdf",
+    "ablation": "results/figures/ablation.pdf",
+}
 
 
 def test_summary_names_reverse_vs_random_and_the_ablation_figure():
@@ -233,7 +249,7 @@ def test_summary_names_reverse_vs_random_and_the_ablation_figure():
                           "b": "random", "mean_a": 0.2, "mean_b": 0.25, "diff": -0.05, "diff_lo": -0.08,
                           "diff_hi": -0.01, "ratio": 0.8, "ratio_lo": 0.7, "ratio_hi": 0.95, "p_a_gt_b": 0.01,
                           "report": "diff -0.038, P(a>b) = 0.006"}])
-    text = probes.summary_markdown(comp, None, None, None, {"reverse": {"targets": "full"}}, PATHS)
+    text = probe_markdown.summary_markdown(comp, None, None, None, {"reverse": {"targets": "full"}}, PATHS)
     assert "heldout_reverse_vs_random" in text and "diff -0.050" in text
     assert "results/figures/ablation.pdf" in text
 
@@ -248,9 +264,9 @@ def test_summary_headlines_have_one_line_per_probe():
     att = pd.DataFrame([{"arm": a, "strategy": s, "targets": None, "layer": 0, "head": 0, "target": t, "mass": m}
                         for a, s, base in (("base", None, 0.1), ("anchor", "anchor", 0.3))
                         for t, m in (("prefix", 0.5), ("anchor", base))])
-    lora = pd.DataFrame([{"arm": "anchor", "targets": "full", "kind": k, "share": v, "fro_norm": 1.0}
+    shares = pd.DataFrame([{"arm": "anchor", "targets": "full", "kind": k, "share": v, "fro_norm": 1.0}
                          for k, v in zip("qkvo", (0.1, 0.2, 0.3, 0.4))])
-    text = probes.summary_markdown(None, att, lora, None, {}, PATHS)
+    text = probe_markdown.summary_markdown(None, att, shares, None, {}, PATHS)
     head = text.split("## Headlines (one line per probe)")[1].split("## 1.")[0]
     bullets = [line for line in head.splitlines() if line.startswith("- ")]
     assert len(bullets) == 5

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from anchormask import paper, samples
+from anchormask.reporting import paper, samples
 from anchormask.io import InputError
 from helpers import REPO
 

@@ -9,7 +9,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from anchormask import bootstrap, tables
+from anchormask import pairwise, tables
+from anchormask.reporting import markdown
 from anchormask.checksum import file_sha256
 from anchormask.io import InputError, canonical_json, write_jsonl
 
@@ -145,7 +146,7 @@ def test_several_jsonl_files_and_seeds(tmp_path):
     files = [write_records(tmp_path / "s42.jsonl", recs), write_records(tmp_path / "s43.jsonl", extra)]
     df = tables.generations_table(files, corpora(tmp_path))
     assert len(df) == 10
-    per_query = bootstrap.per_query(df)
+    per_query = pairwise.per_query(df)
     assert per_query.set_index(["arm", "query_id"]).loc[("anchor", "geo-q1"), "runs"] == 2
 
 
@@ -169,13 +170,13 @@ def stats_frames():
             rows.append(dict(query_id=f"q{q}", domain="astro", split="held_out", arm=arm, strategy=strategy,
                              train_seed=42, overlap=value))
     df = pd.DataFrame(rows)
-    comps = bootstrap.run_comparisons(df, [
+    comps = pairwise.run_comparisons(df, [
         {"name": "heldout_anchor_vs_random", "a": "anchor", "b": "random", "split": "held_out",
          "report": "1.67x [1.51, 1.85], P(a>b) = 1.000, N = 48"},
         {"name": "heldout_anchor_vs_base", "a": "anchor", "b": "base", "split": "held_out"}], 500, 0.95, 3)
     sweep_rows = [dict(r, arm=f"sweep:{r['strategy']}_n72_s{k}", train_size=72, train_steps=k)
                   for k in (100, 1000) for r in rows if r["strategy"]]
-    sweep = bootstrap.run_sweep(pd.DataFrame(sweep_rows), 500, 0.95, 3, report={"72x100": "1.97-2.19x at 100 steps"})
+    sweep = pairwise.run_sweep(pd.DataFrame(sweep_rows), 500, 0.95, 3, report={"72x100": "1.97-2.19x at 100 steps"})
     return comps, sweep
 
 
@@ -195,7 +196,7 @@ def test_stats_parquet_byte_stable_with_explicit_schemas(tmp_path):
 def test_headline_markdown_lists_ours_beside_the_report():
     comps, sweep = stats_frames()
     content = comps.assign(metric="content_overlap", name=comps["name"] + "_content")
-    text = tables.headline_markdown(comps, sweep, {"path": "data/base", "sha256": "418e" + "0" * 60}, content)
+    text = markdown.headline_markdown(comps, sweep, {"path": "data/base", "sha256": "418e" + "0" * 60}, content)
     lines = text.splitlines()
     row = next(l for l in lines if l.startswith("| heldout_anchor_vs_random "))
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -221,9 +222,9 @@ def test_headline_shows_each_seed_beside_the_pooled_value():
                             overlap=(0.2 + 0.1 * (seed - 42)) * (2 if arm == "anchor" else 1))
                        for q in range(4) for seed in (42, 43) for arm in ("anchor", "random")])
     comps = [{"name": "h", "a": "anchor", "b": "random", "split": "held_out"}]
-    stats = bootstrap.run_comparisons(df, comps, 200, 0.95, 1)
+    stats = pairwise.run_comparisons(df, comps, 200, 0.95, 1)
     _, sweep = stats_frames()
-    text = tables.headline_markdown(stats, sweep, "base", stats, bootstrap.per_seed(df, comps))
+    text = markdown.headline_markdown(stats, sweep, "base", stats, pairwise.per_seed(df, comps))
     assert "| h | 2.00x [2.00, 2.00] | 42: 2.00x, 43: 2.00x | +0.200, +0.300 |" in text
     assert "| h | split=held_out | anchor | random | 4 × 2 seeds |" in text
 

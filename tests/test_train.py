@@ -12,6 +12,17 @@ from helpers import tiny_train_settings
 BASE_SHA = "0" * 64
 
 
+def adapter_tensor_kinds(path, projections: dict[str, str]) -> set[str]:
+    """Which projection kinds (q, k, v, o) an adapter's saved tensors touch."""
+    from safetensors import safe_open
+
+    kinds = set()
+    with safe_open(str(path / "adapter_model.safetensors"), "pt") as fh:
+        for name in fh.keys():
+            kinds |= {k for k, suffix in projections.items() if f".{suffix}.lora_" in name}
+    return kinds
+
+
 def run_job(model_dir, pairs, out, strategy="anchor", targets="full", steps=4, **overrides):
     job = config.AdapterJob(strategy, targets, 6, steps, 42)
     return train.train(str(model_dir), BASE_SHA, str(pairs), job, tiny_train_settings(**overrides), str(out))
@@ -41,7 +52,7 @@ def test_different_seed_or_strategy_changes_the_adapter(tiny_model_dir, tiny_pai
                                            ("qk", {"q", "k"})])
 def test_saved_tensors_touch_exactly_the_target_set(tiny_model_dir, tiny_pairs, tmp_path, targets, kinds):
     record = run_job(tiny_model_dir, tiny_pairs, tmp_path / targets, targets=targets, steps=2)
-    assert train.adapter_tensor_kinds(tmp_path / targets, families.PROJECTIONS["bert"]) == kinds
+    assert adapter_tensor_kinds(tmp_path / targets, families.PROJECTIONS["bert"]) == kinds
     # rank 4 x (in 32 + out 32) per module, 2 layers, one module per kind
     assert record["trainable_parameters"] == 4 * 64 * 2 * len(kinds)
 

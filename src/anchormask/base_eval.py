@@ -139,29 +139,6 @@ def gates(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def markdown(result: dict[str, Any]) -> str:
-    """The evaluation as markdown: masked-token table, generation gates, samples."""
-    lines = [f"# Base evaluation: `{result['base']['path']}` (`{result['base']['sha256'][:12]}…`)", "",
-             "| text | lines | accuracy @15% | NLL @15% | accuracy @50% | NLL @50% |",
-             "|---|---:|---:|---:|---:|---:|"]
-    for name, scores in result["masked"].items():
-        lo, hi = scores["0.15"], scores["0.5"]
-        lines.append(f"| {name} | {scores['lines']} | {lo['accuracy']:.3f} | {lo['nll']:.2f} | "
-                     f"{hi['accuracy']:.3f} | {hi['nll']:.2f} |")
-    lines += ["", "| gate | value | target | met |", "|---|---:|---|---|"]
-    for key, gate in result["gates"].items():
-        lines.append(f"| {key} | {gate['value']:.3f} | {gate['target']} | {'yes' if gate['met'] else 'no'} |")
-    quality = result["generation"]
-    lines += ["", f"Generations: {quality['answers']} answers, {quality['post_anchor_words_mean']:.1f} "
-              f"post-anchor words on average, stop words {quality['stop_word_share']:.3f}, "
-              f"empty {quality['empty_share']:.3f}.", "",
-              "| domain | query | anchor | continuation |", "|---|---|---|---|"]
-    for s in result["samples"]:
-        cells = [s["domain"], s["query_id"], s["anchor"], s["continuation"] or "(empty)"]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
 def study_anchors(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Every study query with its BM25-retrieved statement (the anchors the study generates from)."""
     from anchormask import config as study

@@ -46,6 +46,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _evaluate_base(args: argparse.Namespace) -> int:
     from anchormask import base_eval, config, io, pretrain_text, runlog
+    from anchormask.reporting.markdown import base_evaluation_markdown
 
     runlog.log_to(None)
     cfg = config.load(args.config)
@@ -54,8 +55,9 @@ def _evaluate_base(args: argparse.Namespace) -> int:
     lines = pretrain_text.read_lines(validation) if validation else None
     result = base_eval.evaluate(cfg, base=base, validation_lines=lines, seed=args.seed, threads=args.threads)
     io.write_json(f"{args.output}/evaluation.json", result)
-    io.write_text(f"{args.output}/summary.md", base_eval.markdown(result))
-    sys.stdout.write(base_eval.markdown(result))
+    text = base_evaluation_markdown(result)
+    io.write_text(f"{args.output}/summary.md", text)
+    sys.stdout.write(text)
     return 0
 
 

@@ -6,6 +6,8 @@ the imports (a rule omitted a module its script imports, and editing it reran no
 list is computed: the script's ``anchormask`` imports, followed transitively through the package
 (``import anchormask.x``, ``from anchormask import x``, ``from anchormask.x import y``,
 ``from . import x``; imports inside functions count too, since they run when the function does).
+Subpackages count like modules (``anchormask.probes.lora`` is ``probes/lora.py``), and loading a
+module of a subpackage runs the subpackage's ``__init__`` too.
 """
 
 from __future__ import annotations
@@ -20,19 +22,33 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def _module_file(name: str, package_dir: Path) -> Path | None:
-    """The source file of module ``name`` ('' is the package itself), or None outside the package."""
+    """The source file of module ``name`` ('' is the package itself, ``a.b`` is ``a/b.py`` or the
+    subpackage ``a/b/__init__.py``), or None outside the package."""
     if name == "":
         return package_dir / "__init__.py"
-    path = package_dir / f"{name}.py"
-    return path if path.is_file() else None
+    parts = name.split(".")
+    for path in (package_dir.joinpath(*parts[:-1], f"{parts[-1]}.py"), package_dir.joinpath(*parts, "__init__.py")):
+        if path.is_file():
+            return path
+    return None
 
 
-def _from_targets(node: ast.ImportFrom, current: str | None) -> list[str]:
+def _parents(name: str) -> list[str]:
+    """The subpackages whose ``__init__`` runs before module ``name`` (``a.b.c`` -> ``a``, ``a.b``)."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _from_targets(node: ast.ImportFrom, current: str | None, current_is_package: bool = False) -> list[str]:
     """Package-relative module names that one ``from ... import ...`` statement loads."""
     if node.level:  # relative: only meaningful inside the package (a script has no package)
         if current is None:
             return []
-        base = node.module or ""
+        package = current.split(".") if current else []
+        if not current_is_package:
+            package = package[:-1]
+        package = package[:len(package) - (node.level - 1)] if node.level > 1 else package
+        base = ".".join([*package, *([node.module] if node.module else [])])
     elif node.module == PACKAGE:
         base = ""
     elif node.module and node.module.startswith(PACKAGE + "."):
@@ -50,14 +66,16 @@ def _import_targets(node: ast.Import) -> list[str]:
             if a.name == PACKAGE or a.name.startswith(PACKAGE + ".")]
 
 
-def imported_modules(source: str, current: str | None = None) -> set[str]:
-    """Package-relative names of the ``anchormask`` modules a source text imports ('' = __init__)."""
+def imported_modules(source: str, current: str | None = None, current_is_package: bool = False) -> set[str]:
+    """Package-relative names of the ``anchormask`` modules a source text imports ('' = __init__);
+    ``current`` names the module the text is (None for a script), ``current_is_package`` says it is
+    a package's ``__init__`` (relative imports then start from it, not from its parent)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.update(_import_targets(node))
         elif isinstance(node, ast.ImportFrom):
-            found.update(_from_targets(node, current))
+            found.update(_from_targets(node, current, current_is_package))
     if found:
         found.add("")  # any import of a submodule first runs the package's __init__
     return found
@@ -74,7 +92,9 @@ def import_closure(script: Path, package_dir: Path = PACKAGE_DIR) -> tuple[str, 
         if name in closure or path is None:
             continue  # seen already, or an attribute (a function, a class) rather than a module
         closure.add(name)
-        pending += imported_modules(path.read_text(encoding="utf-8"), current=name)
+        pending += _parents(name)
+        pending += imported_modules(path.read_text(encoding="utf-8"), current=name,
+                                    current_is_package=path.name == "__init__.py")
     return tuple(sorted(closure))
 
 

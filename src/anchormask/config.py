@@ -118,8 +118,10 @@ def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
         for side in ("a", "b"):
             if comp[side] not in arms:
                 problems.append(((*where, side), f"unknown arm {comp[side]!r}; arms: {', '.join(sorted(arms))}"))
-        if ("split" in comp) == ("domain" in comp):
-            problems.append((where, "give exactly one of split or domain"))
+        try:
+            comparison_selection(comp)
+        except io.InputError as err:
+            problems.append((where, str(err)))
         if comp.get("domain") is not None and comp["domain"] not in domains:
             problems.append(((*where, "domain"), f"unknown domain {comp['domain']!r}; domains: "
                              f"{', '.join(sorted(domains))}"))
@@ -362,12 +364,6 @@ def sweep_adapters(config: dict[str, Any], strategy: str, size: int, steps: int)
     return [AdapterJob(strategy, "full", size, steps, s) for s in seeds]
 
 
-def all_adapter_jobs(config: dict[str, Any]) -> list[AdapterJob]:
-    jobs = {job for arm in config["arms"] for job in arm_adapters(config, arm)}
-    jobs |= {job for point in sweep_points(config) for job in sweep_adapters(config, *point)}
-    return sorted(jobs)
-
-
 def domains(config: dict[str, Any]) -> list[str]:
     return [config["data"]["in_domain"], *config["data"]["held_out"]]
 
@@ -380,10 +376,16 @@ def query_sets(config: dict[str, Any]) -> dict[str, list[str]]:
     return sets
 
 
+def comparison_selection(comp: dict[str, Any]) -> tuple[str, str]:
+    """A comparison's queries: ("split", in_domain | held_out) or ("domain", name), exactly one given."""
+    given = [key for key in ("split", "domain") if key in comp]
+    if len(given) != 1:
+        raise io.InputError(f"comparison {comp.get('name')!r}: give exactly one of split or domain")
+    if given == ["split"] and comp["split"] not in ("in_domain", "held_out"):
+        raise io.InputError(f"comparison {comp.get('name')!r}: split must be in_domain or held_out, "
+                            f"got {comp['split']!r}")
+    return given[0], comp[given[0]]
+
+
 def split_of(config: dict[str, Any], domain: str) -> str:
     return "in_domain" if domain == config["data"]["in_domain"] else "held_out"
-
-
-def settings_json(settings: dict[str, Any]) -> str:
-    """Params travel as canonical JSON text: Snakemake compares params by repr."""
-    return io.canonical_json(settings)

@@ -41,33 +41,33 @@ def _tmp_sibling(path: Path, *, directory: bool) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary file path; on success it replaces ``path`` in one rename."""
+def _atomic(path: str | os.PathLike[str], *, directory: bool) -> Iterator[Path]:
+    """Yield a temporary sibling (a file or a directory); on success it replaces ``path`` in one rename
+    (a directory whole), on failure it is removed."""
     final = Path(path)
-    tmp = _tmp_sibling(final, directory=False)
+    tmp = _tmp_sibling(final, directory=directory)
     try:
         yield tmp
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-@contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary directory; on success it replaces ``path`` (a directory) whole."""
-    final = Path(path)
-    tmp = _tmp_sibling(final, directory=True)
-    try:
-        yield tmp
-        os.chmod(tmp, 0o755)
-        if final.exists():
+        os.chmod(tmp, 0o755 if directory else 0o644)
+        if directory and final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if directory:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_path(path: str | os.PathLike[str]) -> contextlib.AbstractContextManager[Path]:
+    """Yield a temporary file path; on success it replaces ``path`` in one rename."""
+    return _atomic(path, directory=False)
+
+
+def atomic_dir(path: str | os.PathLike[str]) -> contextlib.AbstractContextManager[Path]:
+    """Yield a temporary directory; on success it replaces ``path`` (a directory) whole."""
+    return _atomic(path, directory=True)
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:

@@ -32,7 +32,7 @@ WORD_PATTERN = r"[^\W_]+"
 WORD_RE = re.compile(WORD_PATTERN)
 
 
-def normalise(text: str) -> str:
+def lowercase_fold_accents(text: str) -> str:
     """Lowercase and fold accents (NFKD, combining marks removed)."""
     decomposed = unicodedata.normalize("NFKD", text.lower())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
@@ -40,7 +40,7 @@ def normalise(text: str) -> str:
 
 def word_tokens(text: str) -> list[str]:
     """The word tokens of ``text`` in order (see the module docstring)."""
-    return WORD_RE.findall(normalise(text))
+    return WORD_RE.findall(lowercase_fold_accents(text))
 
 
 def corpus_vocabulary(statements: Iterable[str]) -> frozenset[str]:

@@ -25,7 +25,7 @@ WORDNET_FILES = ("data.noun", "data.verb", "data.adj", "data.adv")
 _QUOTED = re.compile(r'"([^"]+)"')
 
 
-def normalise(text: str) -> str:
+def lowercase_alnum_words(text: str) -> str:
     """Lowercase words single-spaced: the form in which texts are compared for leakage."""
     return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
 
@@ -117,13 +117,13 @@ def gcide_lines(dict_path: str | Path, min_words: int = 4) -> list[str]:
 
 
 class LeakFilter:
-    """Finds lines that contain a forbidden text, compared normalised (word 4-gram index)."""
+    """Finds lines that contain a forbidden text, compared as lowercase alphanumeric words (word 4-gram index)."""
 
     def __init__(self, forbidden: Iterable[str], n: int = 4) -> None:
         self.n = n
         self.short: list[str] = []
         self.by_gram: dict[tuple[str, ...], list[str]] = {}
-        for text in {normalise(t) for t in forbidden if normalise(t)}:
+        for text in {lowercase_alnum_words(t) for t in forbidden if lowercase_alnum_words(t)}:
             words = tuple(text.split())
             if len(words) < n:
                 self.short.append(text)
@@ -131,7 +131,7 @@ class LeakFilter:
                 self.by_gram.setdefault(words[:n], []).append(text)
 
     def leaks(self, line: str) -> bool:
-        norm = normalise(line)
+        norm = lowercase_alnum_words(line)
         if any(f" {s} " in f" {norm} " for s in self.short):
             return True
         words = norm.split()

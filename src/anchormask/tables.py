@@ -1,4 +1,4 @@
-"""Parquet tables of scored generations and statistics, and the headline markdown.
+"""Parquet tables of scored generations and statistics (their markdown is in ``reporting.markdown``).
 
 ``generations_table`` reads generation JSONL (workflow/schemas/generation.schema.yaml),
 scores every record's ``post_anchor_text`` against the vocabulary of the corpus of the
@@ -69,6 +69,13 @@ SWEEP_SCHEMA = arrow_schema([("point", _str, False), ("train_size", _int, False)
 
 SORT_KEYS = ["arm", "split", "domain", "query_id", "train_size", "train_steps", "train_seed"]
 UNIQUE_KEYS = ("arm", "query_id", "train_size", "train_steps", "train_seed")
+
+
+def corpora_of(domains: Sequence[str], paths: Sequence[str | os.PathLike[str]]) -> dict[str, str | os.PathLike[str]]:
+    """Domain -> corpus file, from a rule's ``params.domains`` and ``input.corpora`` (one file per domain, in order)."""
+    if len(domains) != len(paths):
+        raise ValueError(f"params.domains has {len(domains)} names but input.corpora {len(paths)} files")
+    return dict(zip(domains, paths))
 
 
 def file_entry(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -226,149 +233,3 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
 
     raw = (pq.read_schema(path).metadata or {}).get(METADATA_KEY)
     return json.loads(raw) if raw else {}
-
-
-# --------------------------------------------------------------------------- headline markdown
-
-def number(x: Any, fmt: str = ".3f") -> str:
-    """A table cell: n/a for a missing value or NaN, inf/-inf for an infinite one."""
-    if x is None or x is pd.NA:
-        return "n/a"
-    x = float(x)
-    if math.isnan(x):
-        return "n/a"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return format(x, fmt)
-
-
-def _ratio(row: Mapping[str, Any]) -> str:
-    ratio = number(row['ratio'], '.2f')
-    return f"{ratio}{'x' if ratio != 'n/a' else ''} [{number(row['ratio_lo'], '.2f')}, {number(row['ratio_hi'], '.2f')}]"
-
-
-def _diff(row: Mapping[str, Any]) -> str:
-    return f"{number(row['diff'], '+.3f')} [{number(row['diff_lo'], '+.3f')}, {number(row['diff_hi'], '+.3f')}]"
-
-
-def _report(row: Mapping[str, Any]) -> str:
-    r = row.get("report")
-    if r is None or r is pd.NA or (isinstance(r, float) and math.isnan(r)):
-        return "—"
-    return str(r).replace("|", "\\|")
-
-
-def _settings_line(df: pd.DataFrame) -> str:
-    parts = []
-    for col, label in (("resamples", "resamples"), ("permutations", "sign-flip patterns (N > 16)"),
-                       ("confidence", "confidence"), ("seed", "seed")):
-        vals = sorted({v.item() if hasattr(v, "item") else v for v in df[col]}) if col in df and len(df) else []
-        parts.append(f"{label} {', '.join(map(str, vals)) or 'n/a'}")
-    return "; ".join(parts)
-
-
-def _p(row: Mapping[str, Any]) -> str:
-    """Permutation p-value with its Holm adjustment; exact ones carry no Monte Carlo error."""
-    return f"{number(row['p_perm'], '.4f')} | {number(row['p_holm'], '.4f')}"
-
-
-def _n(row: Mapping[str, Any]) -> str:
-    seeds = int(row["seeds"])
-    return f"{int(row['n'])}" + (f" × {seeds} seeds" if seeds > 1 else "")
-
-
-def _comparison_table(df: pd.DataFrame) -> list[str]:
-    lines = ["| comparison | selection | a | b | N | mean a | mean b | a/b [CI] | a−b [CI] | P(a>b) | p | p Holm | "
-             "report |",
-             "|---|---|---|---|---:|---:|---:|---|---|---:|---:|---:|---|"]
-    for row in df.to_dict("records"):
-        lines.append(f"| {row['name']} | {row['selector']} | {row['a']} | {row['b']} | {_n(row)} | "
-                     f"{number(row['mean_a'], '.3f')} | {number(row['mean_b'], '.3f')} | {_ratio(row)} | {_diff(row)} | "
-                     f"{number(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
-    return lines
-
-
-def _family(df: pd.DataFrame) -> str:
-    return f"m = {int(df['family'].iloc[0])}" if len(df) else "m = 0"
-
-
-def _per_seed_table(comparisons_df: pd.DataFrame, per_seed_df: pd.DataFrame) -> list[str]:
-    """Each comparison's pooled ratio beside its ratio and difference per training seed."""
-    lines = ["## Per training seed (corpus_overlap)", "",
-             "Each comparison's value with one training seed at a time (seed of a, paired by index): the spread "
-             "the two-level interval above includes.", "",
-             "| comparison | a/b pooled [CI] | a/b per seed | a−b per seed |", "|---|---|---|---|"]
-    for row in comparisons_df.to_dict("records"):
-        seeds = per_seed_df[per_seed_df["name"] == row["name"]].to_dict("records")
-        ratios = ", ".join(f"{s['seed_a'] if s['seed_a'] is not pd.NA else '-'}: {number(s['ratio'], '.2f')}x"
-                           for s in seeds)
-        diffs = ", ".join(f"{number(s['diff'], '+.3f')}" for s in seeds)
-        lines.append(f"| {row['name']} | {_ratio(row)} | {ratios} | {diffs} |")
-    return lines + [""]
-
-
-def _query_sets_table(comparisons_df: pd.DataFrame, alt_df: pd.DataFrame) -> list[str]:
-    """The held-out comparisons on the main query set beside the same ones on the second set."""
-    main = {row["name"]: row for row in comparisons_df.to_dict("records")}
-    lines = [f"## Both query sets: held-out comparisons on corpus_overlap (second set: Holm over {_family(alt_df)})",
-             "", "The same adapters answering a second, independently worded set of held-out queries "
-             "(`data.alt_queries_dir`). A difference that holds on one set only depends on the wording of the "
-             "queries.", "",
-             "| comparison | N | first set a/b [CI] | first a−b | first p Holm | N | second set a/b [CI] | "
-             "second a−b | second p Holm |",
-             "|---|---:|---|---:|---:|---:|---|---:|---:|"]
-    for row in alt_df.to_dict("records"):
-        first = main[row["name"]]
-        lines.append(f"| {row['name']} | {_n(first)} | {_ratio(first)} | {number(first['diff'], '+.3f')} | "
-                     f"{number(first['p_holm'], '.4f')} | {_n(row)} | {_ratio(row)} | {number(row['diff'], '+.3f')} | "
-                     f"{number(row['p_holm'], '.4f')} |")
-    return lines + [""]
-
-
-def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
-                      base_description: Mapping[str, Any] | str, content_df: pd.DataFrame,
-                      per_seed_df: pd.DataFrame | None = None, alt_df: pd.DataFrame | None = None) -> str:
-    """The headline tables: comparisons (the report's figures beside ours), per training seed when
-    there are several (``bootstrap.per_seed``), the held-out comparisons on the second query set
-    when there is one, the same comparisons on content-word overlap, the sweep."""
-    if isinstance(base_description, Mapping):
-        base = f"`{base_description.get('path')}` (sha256 `{base_description.get('sha256')}`)"
-    else:
-        base = str(base_description)
-    seeds = sorted({int(s) for s in comparisons_df["seeds"]}) if len(comparisons_df) else []
-    lines = ["# Headline results", "",
-             "Per-query corpus_overlap of the post-anchor text, paired percentile bootstrap over queries "
-             "(with several training seeds, over seeds and queries: both levels are resampled). a/b is the "
-             "ratio of means, a−b the difference of means, P(a>b) the fraction of resamples with "
-             "mean(a) > mean(b); p is the two-sided paired sign-flip permutation p-value of a−b and p Holm "
-             "its Holm adjustment over the m comparisons of its table.", "",
-             f"## Comparisons: corpus_overlap (Holm over {_family(comparisons_df)})", "",
-             *_comparison_table(comparisons_df), "",
-             *(_per_seed_table(comparisons_df, per_seed_df) if per_seed_df is not None and max(seeds, default=1) > 1
-               else []),
-             *(_query_sets_table(comparisons_df, alt_df) if alt_df is not None else []),
-             f"## The same comparisons on content-word overlap (Holm over {_family(content_df)})", "",
-             "corpus_overlap counted over content words only (stop words removed from the text and the "
-             "vocabulary): an advantage that vanishes here is carried by function words.", "",
-             *_comparison_table(content_df), "",
-             f"## Sweep: anchor vs random, held-out pooled (Holm over {_family(sweep_df)})", "",
-             "| size | steps | N | mean anchor | mean random | anchor/random [CI] | anchor−random [CI] | "
-             "P(a>b) | p | p Holm | report |",
-             "|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|"]
-    for row in sweep_df.to_dict("records"):
-        lines.append(f"| {int(row['train_size'])} | {int(row['train_steps'])} | {_n(row)} | "
-                     f"{number(row['mean_a'], '.3f')} | {number(row['mean_b'], '.3f')} | {_ratio(row)} | {_diff(row)} | "
-                     f"{number(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
-    conf = sorted(set(comparisons_df["confidence"])) if len(comparisons_df) else []
-    lines += ["", "## Notes", "",
-              f"- Base: {base}.",
-              f"- Training seeds per arm: {', '.join(map(str, seeds)) or 'n/a'} (one seed: queries are "
-              "resampled, as in the report).",
-              f"- Comparisons: {_settings_line(comparisons_df)}; sweep: {_settings_line(sweep_df)}.",
-              f"- Intervals: {', '.join(f'{100 * c:g}%' for c in conf) or 'n/a'} percentile intervals; "
-              "ratio n/a = 0/0, inf = mean b of 0.",
-              "- p: every sign pattern when N <= 16 (exact), else seeded random patterns, (1 + extreme) / "
-              "(1 + patterns). Each table is its own Holm family.",
-              "- The report's figures come from config `statistics.comparisons[].report` and "
-              "`statistics.sweep_report`.", ""]
-    return "\n".join(lines)

@@ -196,14 +196,3 @@ def _sort_target_modules(path: Path) -> None:
     if isinstance(cfg.get("target_modules"), list):
         cfg["target_modules"] = sorted(cfg["target_modules"])
     path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
-
-
-def adapter_tensor_kinds(path: str | Path, projections: dict[str, str]) -> set[str]:
-    """Which projection kinds (q, k, v, o) an adapter's saved tensors touch."""
-    from safetensors import safe_open
-
-    kinds = set()
-    with safe_open(str(Path(path) / "adapter_model.safetensors"), "pt") as fh:
-        for name in fh.keys():
-            kinds |= {k for k, suffix in projections.items() if f".{suffix}.lora_" in name}
-    return kinds

@@ -17,7 +17,7 @@ COMPARISON_TABLES = {
 
 rule aggregate:
     input:
-        generations=["results/generations/all.jsonl"],
+        generations=[rules.gather_generations.output[0]],
         corpora=corpus_files(),
     output:
         "results/tables/generations.parquet",
@@ -61,9 +61,9 @@ rule aggregate_sweep:
 
 rule statistics:
     input:
-        "results/tables/generations.parquet",
+        rules.aggregate.output[0],
     output:
-        [f"results/stats/{name}.parquet" for name in COMPARISON_TABLES],
+        **{name: f"results/stats/{name}.parquet" for name in COMPARISON_TABLES},
     params:
         kind="comparisons",
         tables=as_json([{"table": name, **spec} for name, spec in COMPARISON_TABLES.items()]),
@@ -84,7 +84,7 @@ rule statistics:
 
 rule statistics_sweep:
     input:
-        "results/tables/sweep.parquet",
+        rules.aggregate_sweep.output[0],
     output:
         "results/stats/sweep.parquet",
     params:
@@ -107,11 +107,11 @@ rule statistics_sweep:
 
 rule headline:
     input:
-        comparisons="results/stats/comparisons.parquet",
-        content="results/stats/content_comparisons.parquet",
-        sweep="results/stats/sweep.parquet",
-        generations="results/tables/generations.parquet",
-        alt=["results/stats/comparisons_alt.parquet"] if "comparisons_alt" in COMPARISON_TABLES else [],
+        comparisons=rules.statistics.output.comparisons,
+        content=rules.statistics.output.content_comparisons,
+        sweep=rules.statistics_sweep.output[0],
+        generations=rules.aggregate.output[0],
+        alt=[rules.statistics.output.comparisons_alt] if "comparisons_alt" in COMPARISON_TABLES else [],
     output:
         report(
             "results/tables/headline.md",
@@ -137,8 +137,8 @@ rule headline:
 
 rule samples:
     input:
-        generations="results/generations/all.jsonl",
-        table="results/tables/generations.parquet",
+        generations=rules.gather_generations.output[0],
+        table=rules.aggregate.output[0],
     output:
         report(
             "results/tables/samples.md",

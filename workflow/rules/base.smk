@@ -9,7 +9,7 @@ rule verify_base:
     input:
         base_files(),
     output:
-        VERIFIED,
+        "results/base/verified.json",
     params:
         base=as_json(base_record()),
         code=code_digest_of("verify_base.py"),
@@ -82,7 +82,7 @@ rule pretrain_base:
 # and NLL, and the base's own generations for the study's anchors (base_eval.py).
 rule evaluate_base:
     input:
-        verified=VERIFIED,
+        verified=rules.verify_base.output[0],
         validation=config["base_eval"]["validation"] or [],
         study=study_text_files(),
     output:

@@ -1,4 +1,5 @@
-# Configuration checks, wildcard constraints and the helpers every stage uses.
+# Configuration checks and the helpers every stage uses (the wildcard constraints are in the
+# Snakefile).
 
 import json
 import math
@@ -30,21 +31,16 @@ CONFIG_SOURCES = config_layers().source_of
 study.validate(config, CONFIG_SOURCES)
 validate(config, "../schemas/config.schema.yaml")
 study.check_base(config, CONFIG_SOURCES)
-DATA_COUNTS = study_data.check_all(config)
+study_data.check_all(config)
 
 PACKAGE = Path(workflow.basedir) / "src" / "anchormask"
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
 ENV = "../../envs/anchormask.yaml"
 BASE = config["base"]
-VERIFIED = "results/base/verified.json"
 DOMAINS = study.domains(config)
 ARMS = list(config["arms"])
 SWEEP = study.sweep_points(config)
 QUERY_SETS = study.query_sets(config)
-
-
-wildcard_constraints:
-    query_set="|".join(QUERY_SETS),
 
 
 def code_digest_of(script):
@@ -104,17 +100,12 @@ def model_resources(kind):
     return {"mem_mb": host, "gpu_mem_mb": gpu}
 
 
-def adapter_dir(job):
-    return job.path
-
-
 def arm_adapter_dirs(wildcards):
-    return [adapter_dir(j) for j in study.arm_adapters(config, wildcards.arm)]
+    return [j.path for j in study.arm_adapters(config, wildcards.arm)]
 
 
 def sweep_adapter_dirs(wildcards):
-    return [adapter_dir(j) for j in study.sweep_adapters(
-        config, wildcards.strategy, int(wildcards.size), int(wildcards.steps))]
+    return [j.path for j in study.sweep_adapters(config, wildcards.strategy, int(wildcards.size), int(wildcards.steps))]
 
 
 def corpus_pattern():
@@ -164,6 +155,11 @@ def corpus_files():
     return [str(study_data.corpus_path(config, d)) for d in DOMAINS]
 
 
+def bootstrap_settings():
+    """The bootstrap's settings, for the jobs that draw intervals but run no test (figures, mask-count)."""
+    return {k: config["statistics"][k] for k in ("resamples", "confidence", "seed")}
+
+
 def statistics_settings(kind):
     stats = config["statistics"]
     settings = {k: stats[k] for k in ("resamples", "permutations", "confidence", "seed")}
@@ -177,8 +173,6 @@ def statistics_settings(kind):
 # The base evaluation (evaluate_base in base.smk, outside the default target: on the embedded base its
 # validation text needs Debian packages, and on a real base it is a GPU job of its own). Once it has
 # run, the report's page includes it; until then its section says "not available".
-BASE_EVAL = "results/base_eval/summary.md"
-
-
 def base_eval_input():
-    return [BASE_EVAL] if os.path.exists(BASE_EVAL) else []
+    summary = rules.evaluate_base.output.markdown
+    return [summary] if os.path.exists(summary) else []

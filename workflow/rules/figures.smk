@@ -5,16 +5,10 @@ localrules:
     figure,
 
 
-FIGURE_INPUT = {
-    "main": "results/tables/generations.parquet",
-    "ablation": "results/tables/generations.parquet",
-    "sweep": "results/stats/sweep.parquet",
-}
-
-
 rule figure:
     input:
-        lambda wc: FIGURE_INPUT[wc.figure],
+        # main and ablation read the generations table; sweep the sweep's statistics.
+        lambda wc: rules.statistics_sweep.output[0] if wc.figure == "sweep" else rules.aggregate.output[0],
     output:
         pdf="results/figures/{figure}.pdf",
         png=report(
@@ -24,7 +18,7 @@ rule figure:
         ),
     params:
         which="{figure}",
-        settings=as_json({k: config["statistics"][k] for k in ("resamples", "confidence", "seed")}),
+        settings=as_json(bootstrap_settings()),
         code=code_digest_of("figure.py"),
     log:
         "results/logs/figure/{figure}.log",

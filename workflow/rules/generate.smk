@@ -35,7 +35,7 @@ rule retrieve:
 
 rule generate_arm:
     input:
-        verified=VERIFIED,
+        verified=rules.verify_base.output[0],
         retrieval=retrieval_files(),
         adapters=arm_adapter_dirs,
     output:
@@ -62,7 +62,7 @@ rule generate_arm:
 
 rule generate_sweep:
     input:
-        verified=VERIFIED,
+        verified=rules.verify_base.output[0],
         retrieval=retrieval_files(["main"]),
         adapters=sweep_adapter_dirs,
     output:

@@ -1,7 +1,7 @@
 # Mechanism probes (PROTOCOL "Mechanism probes", seed 002): attention mass, LoRA weight
 # allocation, mask-count robustness, and results/probes/summary.md. Config: the optional
-# top-level `probes: {attention_arms: [...], maskcount_k: [...]}`. Rules only: the default
-# target list, probe_targets(), lives in common.smk (snakemake --lint wants functions there).
+# top-level `probes: {attention_arms: [...], maskcount_k: [...]}`. The probes' part of the default
+# target is probe_targets() at the end (a lambda: snakemake --lint flags a file with a def and a rule).
 
 
 localrules:
@@ -18,22 +18,10 @@ _UNKNOWN_ARMS = [a for a in ATTENTION_ARMS if a not in ARMS]
 if _UNKNOWN_ARMS:
     raise study.ConfigError(f"{CONFIG_SOURCES(('probes', 'attention_arms'))}: probes.attention_arms: unknown "
                             f"arm(s) {', '.join(_UNKNOWN_ARMS)}; arms: {', '.join(ARMS)}")
-PROBE_FILES = {
-    "comparisons": "results/stats/comparisons.parquet",
-    "attention": "results/probes/attention.parquet",
-    "attention_figure": "results/probes/attention.pdf",
-    "lora": "results/probes/lora_shares.parquet",
-    "lora_layers": "results/probes/lora_norms.parquet",
-    "lora_figure": "results/probes/lora_norms.pdf",
-    "maskcount": "results/probes/maskcount.parquet",
-    "maskcount_md": "results/probes/maskcount.md",
-    "maskcount_figure": "results/probes/maskcount.pdf",
-    "ablation": "results/figures/ablation.pdf",
-}
-ATTENTION_SPECS = [{"arm": a, **config["arms"][a], "adapters": [adapter_dir(j) for j in study.arm_adapters(config, a)]}
+ATTENTION_SPECS = [{"arm": a, **config["arms"][a], "adapters": [j.path for j in study.arm_adapters(config, a)]}
                    for a in ATTENTION_ARMS]
 LORA_SPECS = [{"arm": a, "strategy": config["arms"][a]["strategy"], "targets": config["arms"][a]["targets"],
-               "path": adapter_dir(j)} for a in ADAPTER_ARMS for j in study.arm_adapters(config, a)]
+               "path": j.path} for a in ADAPTER_ARMS for j in study.arm_adapters(config, a)]
 MASKCOUNT_RUNS = [(a, k) for a in MASKCOUNT_ARMS for k in MASKCOUNT_K]
 # k equal to generation.extra_masks is the arm's main generation (same settings, same bytes): reused.
 MASKCOUNT_FILES = [f"results/generations/{a}.jsonl" if k == config["generation"].get("extra_masks", 0)
@@ -42,7 +30,7 @@ MASKCOUNT_FILES = [f"results/generations/{a}.jsonl" if k == config["generation"]
 
 rule probe_attention:
     input:
-        verified=VERIFIED,
+        verified=rules.verify_base.output[0],
         retrieval=retrieval_files(["main"]),
         adapters=[d for spec in ATTENTION_SPECS for d in spec["adapters"]],
     output:
@@ -104,7 +92,7 @@ rule probe_lora:
 
 rule probe_maskcount_generate:
     input:
-        verified=VERIFIED,
+        verified=rules.verify_base.output[0],
         retrieval=retrieval_files(["main"]),
         adapters=arm_adapter_dirs,
     output:
@@ -147,7 +135,7 @@ rule probe_maskcount:
     params:
         files=as_json([[a, k] for a, k in MASKCOUNT_RUNS]),
         domains=as_json(DOMAINS),
-        settings=as_json({k: config["statistics"][k] for k in ("resamples", "confidence", "seed")}),
+        settings=as_json(bootstrap_settings()),
         code=code_digest_of("probe_maskcount.py"),
     log:
         "results/logs/probes/maskcount.log",
@@ -160,6 +148,21 @@ rule probe_maskcount:
         ENV
     script:
         "../scripts/probe_maskcount.py"
+
+
+# What the summary reads and the files its text points to, named by the rules that write them.
+PROBE_FILES = {
+    "comparisons": rules.statistics.output.comparisons,
+    "attention": rules.probe_attention.output.table,
+    "attention_figure": rules.probe_attention.output.pdf,
+    "lora": rules.probe_lora.output.table,
+    "lora_layers": rules.probe_lora.output.layers,
+    "lora_figure": rules.probe_lora.output.pdf,
+    "maskcount": rules.probe_maskcount.output.table,
+    "maskcount_md": rules.probe_maskcount.output.md,
+    "maskcount_figure": rules.probe_maskcount.output.pdf,
+    "ablation": expand(rules.figure.output.pdf, figure="ablation")[0],
+}
 
 
 rule probe_summary:

@@ -3,7 +3,7 @@
 
 rule train_adapter:
     input:
-        verified=VERIFIED,
+        verified=rules.verify_base.output[0],
         pairs=config["data"]["pairs"],
     output:
         directory("results/adapters/{strategy}_{targets}_n{size}_s{steps}_seed{seed}"),

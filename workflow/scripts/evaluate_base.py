@@ -1,6 +1,7 @@
 import json
 
 from anchormask import base_eval, io, pretrain_text, runlog
+from anchormask.reporting.markdown import base_evaluation_markdown
 
 runlog.log_to(snakemake.log[0])
 config = {**snakemake.config, **json.loads(snakemake.params.settings)}
@@ -8,4 +9,4 @@ validation = pretrain_text.read_lines(snakemake.input.validation) if snakemake.i
 result = base_eval.evaluate(config, base=json.loads(snakemake.params.base), validation_lines=validation,
                             seed=config["base_eval"]["seed"], threads=snakemake.threads)
 io.write_json(snakemake.output.json, result)
-io.write_text(snakemake.output.markdown, base_eval.markdown(result))
+io.write_text(snakemake.output.markdown, base_evaluation_markdown(result))

@@ -3,7 +3,8 @@
 import json
 import logging
 
-from anchormask import figures, runlog, tables
+from anchormask import runlog, tables
+from anchormask.reporting import figures
 
 
 

@@ -6,18 +6,19 @@ The per-seed breakdown is computed here from the generations table (point values
 import json
 import logging
 
-from anchormask import bootstrap, io, runlog, tables
+from anchormask import pairwise, io, runlog, tables
+from anchormask.reporting import markdown
 
 
 
 def main(smk):
     runlog.log_to(smk.log[0])
     comparisons = json.loads(smk.params.comparisons)
-    per_seed = bootstrap.per_seed(tables.of_query_set(tables.read_parquet(smk.input.generations)), comparisons)
+    per_seed = pairwise.per_seed(tables.of_query_set(tables.read_parquet(smk.input.generations)), comparisons)
     alt = tables.read_parquet(smk.input.alt[0]) if smk.input.alt else None
-    text = tables.headline_markdown(tables.read_parquet(smk.input.comparisons), tables.read_parquet(smk.input.sweep),
-                                    json.loads(smk.params.base), tables.read_parquet(smk.input.content), per_seed,
-                                    alt)
+    text = markdown.headline_markdown(tables.read_parquet(smk.input.comparisons), tables.read_parquet(smk.input.sweep),
+                                      json.loads(smk.params.base), tables.read_parquet(smk.input.content), per_seed,
+                                      alt)
     io.write_text(smk.output[0], text)
     logging.info("wrote %s", smk.output[0])
 

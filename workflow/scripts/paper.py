@@ -3,7 +3,8 @@
 import logging
 from pathlib import Path
 
-from anchormask import io, paper, runlog
+from anchormask import io, runlog
+from anchormask.reporting import paper
 
 
 

@@ -4,17 +4,19 @@ and the layer x head heatmaps (PDF and PNG)."""
 import json
 import logging
 
-from anchormask import probes, runlog, sampler, tables
+from anchormask import runlog, sampler, tables
+from anchormask.probes import attention
+from anchormask.reporting import probe_figures
 
 
 def main(smk):
     runlog.log_to(smk.log[0])
     arms = json.loads(smk.params.arms)
     settings = sampler.SamplerSettings.from_config(json.loads(smk.params.sampler))
-    df = probes.attention_table(arms, list(smk.input.retrieval), json.loads(smk.params.base), settings,
+    df = attention.attention_table(arms, list(smk.input.retrieval), json.loads(smk.params.base), settings,
                                 threads=smk.threads)
-    tables.write_parquet(df, smk.output.table, probes.ATTENTION_SCHEMA)
-    probes.attention_figure(df, smk.output.pdf, smk.output.png)
+    tables.write_parquet(df, smk.output.table, attention.ATTENTION_SCHEMA)
+    probe_figures.attention_figure(df, smk.output.pdf, smk.output.png)
     for (arm, target), mass in df.groupby(["arm", "target"], sort=False)["mass"].mean().items():
         logging.info("%s onto %s: mean mass %.4f", arm, target, mass)
     logging.info("wrote %s, %s and %s: %d arms, %d rows", smk.output.table, smk.output.pdf, smk.output.png,

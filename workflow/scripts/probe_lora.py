@@ -3,17 +3,19 @@
 import json
 import logging
 
-from anchormask import probes, runlog, tables
+from anchormask import runlog, tables
+from anchormask.probes import lora
+from anchormask.reporting import probe_figures
 
 
 def main(smk):
     runlog.log_to(smk.log[0])
     adapters = json.loads(smk.params.adapters)
-    layers = probes.lora_layers_table(adapters, json.loads(smk.params.projections))
-    tables.write_parquet(layers, smk.output.layers, probes.LORA_LAYERS_SCHEMA)
-    shares = probes.lora_share_table(layers)
-    tables.write_parquet(shares, smk.output.table, probes.LORA_SCHEMA)
-    probes.lora_figure(layers, smk.output.pdf, smk.output.png)
+    layers = lora.lora_layers_table(adapters, json.loads(smk.params.projections))
+    tables.write_parquet(layers, smk.output.layers, lora.LORA_LAYERS_SCHEMA)
+    shares = lora.lora_share_table(layers)
+    tables.write_parquet(shares, smk.output.table, lora.LORA_SCHEMA)
+    probe_figures.lora_figure(layers, smk.output.pdf, smk.output.png)
     for row in shares.to_dict("records"):
         logging.info("%s %s: ||dW||_F %.4f, share %.3f", row["arm"], row["kind"], row["fro_norm"], row["share"])
 

@@ -4,8 +4,9 @@ markdown, figure)."""
 import json
 import logging
 
-from anchormask import io, probes, provenance, runlog, tables
-from anchormask.checksum import file_sha256
+from anchormask import io, runlog, tables
+from anchormask.probes import maskcount
+from anchormask.reporting import probe_figures, probe_markdown
 
 
 def main(smk):
@@ -14,18 +15,15 @@ def main(smk):
     paths = list(smk.input.generations)
     if len(files) != len(paths):
         raise ValueError(f"params.files names {len(files)} (arm, k) pairs but input.generations has {len(paths)}")
-    domains = json.loads(smk.params.domains)
-    corpora = dict(zip(domains, list(smk.input.corpora)))
+    corpora = tables.corpora_of(json.loads(smk.params.domains), list(smk.input.corpora))
     settings = json.loads(smk.params.settings)
-    scored = probes.maskcount_generations([(arm, k, p) for (arm, k), p in zip(files, paths)], corpora)
-    summary = probes.maskcount_summary(scored, int(settings["resamples"]), float(settings["confidence"]),
-                                       int(settings["seed"]))
-    meta = {"table": "probe_maskcount", "inputs": [{"arm": a, "k": k, "path": p, "sha256": file_sha256(p)}
-                                                  for (a, k), p in zip(files, paths)],
-            "settings": settings, "versions": provenance.versions()}
-    tables.write_parquet(summary, smk.output.table, probes.MASKCOUNT_SCHEMA, metadata=meta)
-    io.write_text(smk.output.md, probes.maskcount_markdown(summary))
-    probes.maskcount_figure(summary, smk.output.pdf, smk.output.png)
+    scored = maskcount.maskcount_generations([(arm, k, p) for (arm, k), p in zip(files, paths)], corpora)
+    summary = maskcount.maskcount_summary(scored, int(settings["resamples"]), float(settings["confidence"]),
+                                          int(settings["seed"]))
+    tables.write_parquet(summary, smk.output.table, maskcount.MASKCOUNT_SCHEMA,
+                         metadata=maskcount.summary_metadata(files, paths, settings))
+    io.write_text(smk.output.md, probe_markdown.maskcount_markdown(summary))
+    probe_figures.maskcount_figure(summary, smk.output.pdf, smk.output.png)
     logging.info("wrote %s, %s and the figure: %d rows", smk.output.table, smk.output.md, len(summary))
 
 

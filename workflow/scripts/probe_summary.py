@@ -3,7 +3,8 @@
 import json
 import logging
 
-from anchormask import io, probes, runlog, tables
+from anchormask import io, runlog, tables
+from anchormask.reporting import probe_markdown
 
 
 def _table(smk, name):
@@ -14,9 +15,9 @@ def _table(smk, name):
 
 def main(smk):
     runlog.log_to(smk.log[0])
-    text = probes.summary_markdown(_table(smk, "comparisons"), _table(smk, "attention"), _table(smk, "lora"),
-                                   _table(smk, "maskcount"), json.loads(smk.params.arms),
-                                   json.loads(smk.params.paths))
+    text = probe_markdown.summary_markdown(_table(smk, "comparisons"), _table(smk, "attention"), _table(smk, "lora"),
+                                           _table(smk, "maskcount"), json.loads(smk.params.arms),
+                                           json.loads(smk.params.paths))
     io.write_text(smk.output[0], text)
     logging.info("wrote %s", smk.output[0])
 

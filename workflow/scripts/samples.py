@@ -1,9 +1,10 @@
-"""Snakemake script: generations JSONL + scored table -> results/tables/samples.md (anchormask.samples)."""
+"""Snakemake script: generations JSONL + scored table -> results/tables/samples.md (anchormask.reporting.samples)."""
 
 import json
 import logging
 
-from anchormask import io, provenance, runlog, samples, tables
+from anchormask import io, provenance, runlog, tables
+from anchormask.reporting import samples
 from anchormask.checksum import file_sha256
 
 

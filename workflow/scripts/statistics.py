@@ -8,7 +8,7 @@ import json
 import logging
 from pathlib import Path
 
-from anchormask import bootstrap, provenance, runlog, tables
+from anchormask import pairwise, provenance, runlog, tables
 from anchormask.checksum import file_sha256
 
 
@@ -28,11 +28,11 @@ def main(smk):
         if kind == "comparisons":
             comparisons = settings["comparisons"]
             if spec["query_set"] != "main":  # a second query set covers only the held-out domains
-                comparisons = bootstrap.covered(df, comparisons)
-            out = bootstrap.run_comparisons(df, comparisons, value=metric, **common)
+                comparisons = pairwise.covered(df, comparisons)
+            out = pairwise.run_comparisons(df, comparisons, value=metric, **common)
             schema = tables.COMPARISONS_SCHEMA
         elif kind == "sweep":
-            out = bootstrap.run_sweep(df, report=settings.get("sweep_report") or {}, value=metric, **common)
+            out = pairwise.run_sweep(df, report=settings.get("sweep_report") or {}, value=metric, **common)
             schema = tables.SWEEP_SCHEMA
         else:
             raise ValueError(f"params.kind must be 'comparisons' or 'sweep', got {kind!r}")

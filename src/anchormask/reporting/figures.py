@@ -1,4 +1,5 @@
-"""The study's figures, each saved as PDF and PNG, atomically and byte-stably.
+"""The study's figures, and how every figure (these and ``probe_figures``) is saved: as PDF and PNG,
+atomically and byte-stably.
 
 * ``main_figure``: mean corpus_overlap per arm with percentile bootstrap CIs, one panel for
   the in-domain queries, one per held-out domain and one for the held-out queries pooled.
@@ -28,23 +29,17 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from anchormask import bootstrap
+from anchormask import bootstrap, pairwise
 from anchormask.io import InputError, atomic_path
+from anchormask.reporting.arms import order_arms
 
-ARM_ORDER = ("base", "anchor", "random", "reverse", "anchor-vo", "anchor-qk", "random-vo", "random-qk")
 TARGET_ORDER = ("full", "vo", "qk")
 RC = {"svg.hashsalt": "anchormask", "pdf.compression": 6, "font.family": "DejaVu Sans", "font.size": 9,
       "axes.titlesize": 9, "figure.dpi": 100, "savefig.dpi": 150}
-_COLOURS = ("#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#17becf", "#d62728", "#bcbd22",
+COLOURS = ("#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#17becf", "#d62728", "#bcbd22",
             "#8c564b", "#e377c2")
 _STRATEGY_COLOURS = {"anchor": "#1f77b4", "random": "#ff7f0e"}
 _REPORT_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:[-–]\s*(\d+(?:\.\d+)?))?\s*x")
-
-
-def order_arms(arms: Sequence[str]) -> list[str]:
-    """Config order for the known arms, then the rest alphabetically."""
-    known = [a for a in ARM_ORDER if a in arms]
-    return known + sorted(set(arms) - set(known))
 
 
 def save(fig: Figure, pdf_path: str | os.PathLike[str], png_path: str | os.PathLike[str]) -> None:
@@ -55,7 +50,7 @@ def save(fig: Figure, pdf_path: str | os.PathLike[str], png_path: str | os.PathL
             fig.savefig(tmp, format="png")
 
 
-def _ci(index: bootstrap.PerQueryIndex, arm: str, column: str, value: str, resamples: int, confidence: float,
+def _ci(index: pairwise.PerQueryIndex, arm: str, column: str, value: str, resamples: int, confidence: float,
         seed: int) -> tuple[int, float, float, float]:
     """The arm's mean over the queries with ``column == value`` and its (two-level) percentile interval."""
     values = index.arm(f"figure {column}={value}", arm, column, value)
@@ -67,10 +62,10 @@ def _ci(index: bootstrap.PerQueryIndex, arm: str, column: str, value: str, resam
 def arm_summary(generations_df: pd.DataFrame, resamples: int = 10_000, confidence: float = 0.95,
                 seed: int = 0) -> pd.DataFrame:
     """Rows (panel, domain, arm, n, mean, lo, hi) for the main figure's panels, in drawing order."""
-    index = bootstrap.PerQueryIndex(generations_df, "overlap")
-    pq = bootstrap.per_query(generations_df)
-    in_domain = sorted(pq.loc[pq["split"] == "in_domain", "domain"].unique())
-    held_out = sorted(pq.loc[pq["split"] == "held_out", "domain"].unique())
+    index = pairwise.PerQueryIndex(generations_df, "overlap")
+    query_means = pairwise.per_query(generations_df)
+    in_domain = sorted(query_means.loc[query_means["split"] == "in_domain", "domain"].unique())
+    held_out = sorted(query_means.loc[query_means["split"] == "held_out", "domain"].unique())
     panels = [(f"in-domain: {d}", "domain", d) for d in in_domain] + [(f"held-out: {d}", "domain", d) for d in held_out]
     if held_out:
         panels.append(("held-out pooled", "split", "held_out"))
@@ -78,7 +73,7 @@ def arm_summary(generations_df: pd.DataFrame, resamples: int = 10_000, confidenc
         raise InputError("generations table has no rows to plot")
     rows = []
     for panel, column, value in panels:
-        for arm in order_arms(list(pq.loc[pq[column] == value, "arm"].unique())):
+        for arm in order_arms(list(query_means.loc[query_means[column] == value, "arm"].unique())):
             n, mean, lo, hi = _ci(index, arm, column, value, resamples, confidence, seed)
             rows.append({"panel": panel, "arm": arm, "n": n, "mean": mean, "lo": lo, "hi": hi})
     return pd.DataFrame(rows, columns=["panel", "arm", "n", "mean", "lo", "hi"])
@@ -95,7 +90,7 @@ def main_figure(generations_df: pd.DataFrame, pdf_path: str | os.PathLike[str], 
     summary = arm_summary(generations_df, resamples, confidence, seed)
     panels = list(dict.fromkeys(summary["panel"]))
     arms = order_arms(list(summary["arm"].unique()))
-    colours = {arm: _COLOURS[i % len(_COLOURS)] for i, arm in enumerate(arms)}
+    colours = {arm: COLOURS[i % len(COLOURS)] for i, arm in enumerate(arms)}
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
     top = float(np.nanmax(np.r_[summary["hi"].to_numpy(dtype=float), summary["mean"].to_numpy(dtype=float)]))
@@ -189,7 +184,7 @@ def ablation_summary(generations_df: pd.DataFrame, resamples: int = 10_000, conf
                      seed: int = 0) -> pd.DataFrame:
     """Rows (strategy, targets, arm, n, mean, lo, hi) on the held-out queries pooled; base with targets None."""
     held = generations_df[generations_df["split"] == "held_out"]
-    index = bootstrap.PerQueryIndex(held, "overlap")
+    index = pairwise.PerQueryIndex(held, "overlap")
     arm_spec = held.groupby("arm", dropna=False)[["strategy", "targets"]].first()
     rows = []
     for strategy in ("anchor", "random"):

@@ -1,0 +1,13 @@
+"""Presentation: every figure, markdown page and HTML fragment the study writes, from its tables.
+
+* ``figures``: the study's figures (main, sweep, ablation) and how every figure is saved.
+* ``probe_figures``: the probes' figures (attention heatmaps, LoRA allocation, mask count).
+* ``markdown``: table cells and the headline tables (results/tables/headline.md), the base evaluation.
+* ``probe_markdown``: the mask-count table and the probes' summary (results/probes/summary.md).
+* ``samples``: results/tables/samples.md, each arm's text beside its numbers.
+* ``paper``: the study on one page for ``snakemake --report``.
+* ``arms``: the order in which arms are shown, and which arm is the base.
+
+The numbers come from ``anchormask.tables``, ``anchormask.bootstrap`` and ``anchormask.probes``;
+nothing here computes a statistic that is not shown.
+"""

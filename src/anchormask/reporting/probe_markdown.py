@@ -1,0 +1,196 @@
+"""The probes' markdown: the mask-count table (results/probes/maskcount.md) and the summary
+(results/probes/summary.md).
+
+``summary_markdown`` gathers each probe's headline number, with the reverse vs random comparison
+(probe 1) and the V/O ablation (probe 4) taken from the comparison statistics
+(``pairwise.run_comparisons``), the attention mass (probe 2, ``probes.attention``), the LoRA
+allocation (probe 3, ``probes.lora``) and the mask count (``probes.maskcount``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from anchormask.probes.lora import KINDS
+from anchormask.reporting.arms import base_arm, order_arms
+from anchormask.reporting.markdown import diff_cell, is_missing, number, ratio_cell
+
+
+def maskcount_markdown(summary: pd.DataFrame) -> str:
+    k0 = int(summary["k0"].iloc[0]) if len(summary) else 0
+    conf = float(summary["confidence"].iloc[0]) if len(summary) else 0.95
+    lines = ["# Mask-count robustness (seed 002)", "",
+             f"Mean corpus_overlap of the post-anchor text with k extra [MASK] tokens appended after the answer "
+             f"slot (they stay masked). {100 * conf:g}% percentile bootstrap CIs over queries; Δ is the paired "
+             f"difference from k = {k0}, P(Δ<0) the fraction of resamples in which the mean fell below k = {k0}.",
+             ""]
+    for split, title in (("held_out", "Held-out queries, pooled"), ("in_domain", "In-domain queries"),
+                         ("all", "All queries")):
+        part = summary[summary["split"] == split]
+        if part.empty:
+            continue
+        lines += [f"## {title}", "", "| arm | k | N | mean [CI] | Δ vs k=%d [CI] | P(Δ<0) | empty |" % k0,
+                  "|---|---:|---:|---|---|---:|---:|"]
+        for r in part.to_dict("records"):
+            lines.append(f"| {r['arm']} | {r['k']} | {r['n']} | {r['mean']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}] | "
+                         f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}] | {r['p_below_k0']:.3f} | "
+                         f"{r['empty_fraction']:.2f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _comparison_line(row: Mapping[str, Any]) -> str:
+    report = "" if is_missing(row.get("report")) else f"; report: {row['report']}"
+    return (f"`{row['name']}` ({row['selector']}, N = {int(row['n'])}): {row['a']} {number(row['mean_a'])} vs "
+            f"{row['b']} {number(row['mean_b'])}, diff {diff_cell(row)}, ratio {ratio_cell(row)}, "
+            f"P(a>b) = {number(row['p_a_gt_b'])}{report}")
+
+
+def headline_lines(by_name: Mapping[str, Mapping[str, Any]], attention: pd.DataFrame | None,
+                   lora: pd.DataFrame | None, maskcount: pd.DataFrame | None, paths: Mapping[str, str]) -> list[str]:
+    """One bullet per probe (1 reverse vs random, 2 attention, 3 LoRA, 4 V/O ablation, 5 mask count)."""
+    comp_path = paths["comparisons"]
+    out = []
+    row = by_name.get("heldout_reverse_vs_random")
+    out.append("- **1. reverse vs random**: " + (
+        f"held-out diff {diff_cell(row)}, "
+        f"P(reverse > random) = {number(row['p_a_gt_b'])} (N = {int(row['n'])}); row `heldout_reverse_vs_random` of "
+        f"`{comp_path}`" if row is not None else f"not configured (no `heldout_reverse_vs_random` in `{comp_path}`)"))
+    if attention is not None and len(attention):
+        means = attention.groupby(["arm", "target"])["mass"].mean().unstack("target")
+        strategies = attention.groupby("arm")["strategy"].first().to_dict()
+        base = base_arm(list(means.index), strategies)
+        parts = [f"{a} {means.loc[a, 'anchor']:.3f}" + (f" ({means.loc[a, 'anchor'] - means.loc[base, 'anchor']:+.4f})"
+                                                       if base and a != base else "")
+                 for a in means.index if a in ("base", "anchor", "random") or a == base]
+        out.append("- **2. attention**: mass onto the locked anchor, mean over layers and heads (Δ vs "
+                   f"{base or 'base'}): " + ", ".join(parts) + f"; `{paths['attention_figure']}`")
+    else:
+        out.append("- **2. attention**: not run")
+    if lora is not None and len(lora):
+        full = lora[lora["targets"] == "full"]
+        vo = full[full["kind"].isin(["v", "o"])].groupby("arm")["share"].sum()
+        out.append("- **3. LoRA allocation**: V+O share of Σ‖ΔW‖² in the full-target adapters: "
+                   + ", ".join(f"{a} {v:.3f}" for a, v in vo.items()) + f"; `{paths['lora_figure']}`")
+    else:
+        out.append("- **3. LoRA allocation**: not run")
+    vo_row = by_name.get("heldout_anchorvo_vs_anchor")
+    out.append("- **4. V/O ablation**: " + (
+        f"held-out anchor-vo {number(vo_row['mean_a'])} vs anchor (full) {number(vo_row['mean_b'])}, diff "
+        f"{diff_cell(vo_row)}; "
+        if vo_row is not None else "") + f"see `{paths['ablation']}`")
+    if maskcount is not None and len(maskcount):
+        split = "held_out" if (maskcount["split"] == "held_out").any() else "all"
+        part = maskcount[maskcount["split"] == split]
+        kmax = int(part["k"].max())
+        top = part[part["k"] == kmax]
+        out.append(f"- **5. mask count**: {split.replace('_', '-')} Δ mean corpus_overlap from k = "
+                   f"{int(part['k0'].iloc[0])} to k = {kmax}: "
+                   + ", ".join(f"{r['arm']} {r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]"
+                               for r in top.to_dict("records")) + f"; `{paths['maskcount_md']}`")
+    else:
+        out.append("- **5. mask count**: not run")
+    return out
+
+
+def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame | None, lora: pd.DataFrame | None,
+                     maskcount: pd.DataFrame | None, arms: Mapping[str, Mapping[str, Any]],
+                     paths: Mapping[str, str]) -> str:
+    """results/probes/summary.md: one section per probe with its headline number and where to look."""
+    lines = ["# Mechanism probes: summary", "",
+             "Headline numbers of each probe (PROTOCOL \"Mechanism probes\", and the seed-002 mask-count "
+             "probe). Every number comes from the files named in its section.", ""]
+    comp = comparisons if comparisons is not None else pd.DataFrame(columns=["name", "a", "b"])
+    by_name = {r["name"]: r for r in comp.to_dict("records")}
+    lines += ["## Headlines (one line per probe)", ""]
+    lines += headline_lines(by_name, attention, lora, maskcount, paths)
+    lines.append("")
+
+    lines += ["## 1. Direction of asymmetry: reverse vs random", ""]
+    row = by_name.get("heldout_reverse_vs_random")
+    if row is None:
+        rows = [r for r in comp.to_dict("records") if {r["a"], r["b"]} == {"reverse", "random"}]
+        row = rows[0] if rows else None
+    if row is not None:
+        lines += [f"- {_comparison_line(row)}.",
+                  f"- Source: `{paths['comparisons']}` (also in "
+                  "`results/tables/headline.md`)."]
+    else:
+        lines.append("- No reverse vs random comparison is configured (`statistics.comparisons`).")
+    lines.append("")
+
+    lines += ["## 2. Attention instrumentation", ""]
+    if attention is not None and len(attention):
+        means = attention.groupby(["arm", "target"])["mass"].mean().unstack("target")
+        strategies = attention.groupby("arm")["strategy"].first().to_dict()
+        order = order_arms(list(means.index))
+        base = base_arm(order, strategies)
+        lines += ["Mean over layers and heads of the attention mass from generated-answer positions "
+                  "(averaged over answer positions, denoising steps and queries) onto the question prefix and "
+                  "onto the locked anchor" + (f"; Δ = arm − {base}." if base else "."), "",
+                  "| arm | prefix | anchor | Δ prefix | Δ anchor |", "|---|---:|---:|---:|---:|"]
+        for arm in order:
+            p, a = means.loc[arm, "prefix"], means.loc[arm, "anchor"]
+            dp = p - means.loc[base, "prefix"] if base else float("nan")
+            da = a - means.loc[base, "anchor"] if base else float("nan")
+            lines.append(f"| {arm} | {p:.3f} | {a:.3f} | {number(dp, '+.3f')} | {number(da, '+.3f')} |")
+        lines += ["", f"- Per layer and head: `{paths['attention']}`; "
+                  f"heatmaps (per arm and arm − base): `{paths['attention_figure']}`.",
+                  ""]
+    else:
+        lines += ["- Not run (`probes.attention_arms` is empty) or not available for this model (the reason is "
+                  f"in the metadata of `{paths['attention']}`).", ""]
+
+    lines += ["## 3. LoRA weight allocation", ""]
+    if lora is not None and len(lora):
+        shares = lora.pivot_table(index="arm", columns="kind", values="share", aggfunc="first")
+        norms = lora.groupby("arm")["fro_norm"].apply(lambda s: float(np.sqrt((s ** 2).sum())))
+        lines += ["Share of each adapter's Σ‖ΔW‖²_F (ΔW = (α/r)·B A) per projection kind, and the total ‖ΔW‖_F "
+                  "(mean over the arm's adapters).", "",
+                  "| arm | targets | Q | K | V | O | V+O | total ‖ΔW‖_F |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+        targets = lora.groupby("arm")["targets"].first()
+        for arm in order_arms(list(shares.index)):
+            s = {k: shares.loc[arm].get(k, np.nan) for k in KINDS}
+            vo = np.nansum([s["v"], s["o"]])
+            lines.append(f"| {arm} | {targets[arm]} | " + " | ".join(number(s[k]) for k in KINDS)
+                         + f" | {vo:.3f} | {norms[arm]:.3f} |")
+        lines += ["", f"- Per layer: `{paths['lora_layers']}`; per kind: "
+                  f"`{paths['lora']}`; figure: "
+                  f"`{paths['lora_figure']}`.", ""]
+    else:
+        lines += ["- Not run (no adapter arms).", ""]
+
+    lines += ["## 4. Direct V/O ablation", ""]
+    ablation = [r for r in comp.to_dict("records")
+                if any((arms.get(r[s]) or {}).get("targets") in ("vo", "qk") for s in ("a", "b"))]
+    for r in ablation:
+        lines.append(f"- {_comparison_line(r)}.")
+    if not ablation:
+        lines.append("- No comparison involving a vo or qk arm is configured (`statistics.comparisons`).")
+    lines += [f"- Figure: `{paths['ablation']}` (full / vo / qk for anchor and "
+              "random, held-out pooled, base as reference).", ""]
+
+    lines += ["## 5. Mask-count robustness (seed 002)", ""]
+    if maskcount is not None and len(maskcount):
+        split = "held_out" if (maskcount["split"] == "held_out").any() else "all"
+        part = maskcount[maskcount["split"] == split]
+        kmax, k0 = int(part["k"].max()), int(part["k0"].iloc[0])
+        lines.append(f"Mean corpus_overlap ({split.replace('_', '-')} queries) at k = {k0} and k = {kmax} extra "
+                     "masks, and the paired difference:")
+        lines.append("")
+        for arm in order_arms(list(part["arm"].unique())):
+            a0 = part[(part["arm"] == arm) & (part["k"] == k0)].iloc[0]
+            am = part[(part["arm"] == arm) & (part["k"] == kmax)].iloc[0]
+            lines.append(f"- {arm}: {a0['mean']:.3f} -> {am['mean']:.3f}, Δ {am['diff']:+.3f} "
+                         f"[{am['diff_lo']:+.3f}, {am['diff_hi']:+.3f}], P(Δ<0) = {am['p_below_k0']:.3f} "
+                         f"(N = {int(am['n'])}).")
+        lines += [f"- Table: `{paths['maskcount_md']}` "
+                  f"(`{paths['maskcount']}`); figure: "
+                  f"`{paths['maskcount_figure']}`.", ""]
+    else:
+        lines += ["- Not run (`probes.maskcount_k` or its arms are empty).", ""]
+    return "\n".join(lines)
