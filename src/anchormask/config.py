@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
-from anchormask import io
+from anchormask import io, schemas
+from anchormask.schemas import alternatives as _alternatives, child_schemas as _child_schemas, resolve as _resolve
 
-SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 TRAIN_KEYS = ("seq_len", "rank", "alpha", "dropout", "lr", "weight_decay", "warmup_steps", "batch_size",
               "subset", "mask_ratio", "loss", "tv_weight", "threads", "log_every", "gradient_checkpointing")
 
@@ -37,9 +37,7 @@ def _source_function(source):
 def _allowed_keys(schema: dict, root: dict) -> list[str]:
     keys = set(schema.get("properties", {}))
     for part in schema.get("allOf", []):
-        ref = part.get("$ref", "")
-        target = root["$defs"][ref.rsplit("/", 1)[-1]] if ref.startswith("#/$defs/") else part
-        keys |= set(target.get("properties", {}))
+        keys |= set(_resolve(part, root).get("properties", {}))
     return sorted(keys)
 
 
@@ -95,7 +93,8 @@ def validate(config: dict[str, Any], source="config.yaml") -> None:
 
 
 def schema_document() -> dict[str, Any]:
-    return yaml.safe_load(SCHEMA.read_text())
+    """The config schema (src/anchormask/schemas/config.schema.yaml, package data)."""
+    return schemas.document("config")
 
 
 def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
@@ -249,27 +248,6 @@ def _leaves(value: Any, path: KeyPath = ()):
             yield from _leaves(child, (*path, i))
     else:
         yield path, value
-
-
-def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
-    ref = node.get("$ref", "")
-    return root["$defs"][ref.rsplit("/", 1)[-1]] if ref.startswith("#/$defs/") else node
-
-
-def _alternatives(node: dict[str, Any]) -> list[dict[str, Any]]:
-    return [*node.get("allOf", []), *node.get("oneOf", []), *node.get("anyOf", [])]
-
-
-def _child_schemas(node: dict[str, Any], root: dict[str, Any], key) -> list[dict[str, Any]]:
-    """The schemas that constrain ``key`` (a property name or a list index) below ``node``."""
-    node = _resolve(node, root)
-    found = [c for part in _alternatives(node) for c in _child_schemas(part, root, key)]
-    if isinstance(key, int):
-        return found + ([_resolve(node["items"], root)] if isinstance(node.get("items"), dict) else [])
-    if key in node.get("properties", {}):
-        return found + [_resolve(node["properties"][key], root)]
-    extra = node.get("additionalProperties")
-    return found + ([_resolve(extra, root)] if isinstance(extra, dict) else [])
 
 
 def _accepts_string(node: dict[str, Any], root: dict[str, Any]) -> bool:
