@@ -150,7 +150,6 @@ def load(path: str | Path) -> dict[str, Any]:
     return config
 
 
-DEFAULT_MASKCOUNT_K = (0, 8, 16, 32)  # probes.maskcount_k when absent
 MIN_PROMPT_TOKENS = 3  # the shortest prompt: its opening and closing special tokens around one word
 POSITION_KEYS = ("max_position_embeddings", "max_sequence_length", "n_positions")
 
@@ -190,8 +189,7 @@ def _position_problems(config: dict[str, Any], limit, base: Path) -> list[tuple[
     key, allowed = limit
     stated = f"the base allows {allowed} ({key} in {base}/config.json)"
     generation = config["generation"]
-    maskcount = (config.get("probes") or {}).get("maskcount_k", DEFAULT_MASKCOUNT_K)
-    extra = max([generation.get("extra_masks", 0), *maskcount])
+    extra = max([setting(config, ("generation", "extra_masks")), *setting(config, ("probes", "maskcount_k"))])
     need = MIN_PROMPT_TOKENS + generation["answer_len"] + extra
     problems = []
     if need > allowed:
@@ -226,6 +224,21 @@ class ConfigLayers:
                 if _has_path(content, path[:depth]):
                     return name
         return self.layers[0][0]
+
+    def sets(self, path: KeyPath) -> bool:
+        """Some source sets ``path`` itself (not merely a default the schema fills in)."""
+        return any(_has_path(content, path) for _, content in self.layers)
+
+
+def setting(config: dict[str, Any], path: KeyPath) -> Any:
+    """The value at ``path``, or the schema's default for it when the config does not set it (a config
+    that Snakemake's validate has filled holds the defaults already; config.load's does not)."""
+    content = config
+    for key in path:
+        if not isinstance(content, dict) or key not in content:
+            return schemas.default(path)
+        content = content[key]
+    return content
 
 
 def _has_path(content: Any, path: KeyPath) -> bool:

@@ -26,7 +26,8 @@ def config_layers():
 
 # --config values arrive as strings below the top level ('train={rank: 8}' gives '8'): typed first.
 study.apply_override_types(config, dict(workflow.config_settings.config or {}))
-CONFIG_SOURCES = config_layers().source_of
+CONFIG_LAYERS = config_layers()
+CONFIG_SOURCES = CONFIG_LAYERS.source_of
 # Our validator first (its messages name the source, the key and the allowed values), then
 # Snakemake's, which also fills in the schema's defaults; both read the package's schema file
 # (src/anchormask/schemas/config.schema.yaml). Then every data file and the base's limits.
@@ -168,7 +169,7 @@ def statistics_settings(kind):
     if kind == "comparisons":
         settings["comparisons"] = stats["comparisons"]
     else:
-        settings["sweep_report"] = stats.get("sweep_report", {})
+        settings["sweep_report"] = stats["sweep_report"]
     return as_json(settings)
 
 
