@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from anchormask import backbone as bb
-from anchormask import metric
+from anchormask import metric, schemas
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +155,9 @@ def evaluate(config: dict[str, Any], *, base: dict[str, Any], validation_lines: 
 
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    runtime = bb.pick_runtime(base.get("device", "auto"))
-    backbone = generation.load_adapted(base["path"], None, trust_remote_code=base.get("trust_remote_code", False),
+    runtime = bb.pick_runtime(schemas.value_or_default(base, ("base", "device")))
+    remote = schemas.value_or_default(base, ("base", "trust_remote_code"))
+    backbone = generation.load_adapted(base["path"], None, trust_remote_code=remote,
                                        runtime=runtime, family=base.get("family"),
                                        projections=base.get("projections"))
     texts = {domain: [r["text"] for r in data.load_corpus(data.corpus_path(config, domain))]

@@ -51,7 +51,7 @@ def _evaluate_base(args: argparse.Namespace) -> int:
     runlog.log_to(None)
     cfg = config.load(args.config)
     base = {**cfg["base"], **({"path": args.base, "sha256": directory_sha256(args.base)} if args.base else {})}
-    validation = args.validation if args.validation is not None else cfg.get("base_eval", {}).get("validation")
+    validation = args.validation if args.validation is not None else config.setting(cfg, ("base_eval", "validation"))
     lines = pretrain_text.read_lines(validation) if validation else None
     result = base_eval.evaluate(cfg, base=base, validation_lines=lines, seed=args.seed, threads=args.threads)
     io.write_json(f"{args.output}/evaluation.json", result)

@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
-from anchormask import io
+from anchormask import io, schemas
+from anchormask.schemas import alternatives as _alternatives, child_schemas as _child_schemas, resolve as _resolve
 
-SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 TRAIN_KEYS = ("seq_len", "rank", "alpha", "dropout", "lr", "weight_decay", "warmup_steps", "batch_size",
               "subset", "mask_ratio", "loss", "tv_weight", "threads", "log_every", "gradient_checkpointing")
 
@@ -37,9 +37,7 @@ def _source_function(source):
 def _allowed_keys(schema: dict, root: dict) -> list[str]:
     keys = set(schema.get("properties", {}))
     for part in schema.get("allOf", []):
-        ref = part.get("$ref", "")
-        target = root["$defs"][ref.rsplit("/", 1)[-1]] if ref.startswith("#/$defs/") else part
-        keys |= set(target.get("properties", {}))
+        keys |= set(_resolve(part, root).get("properties", {}))
     return sorted(keys)
 
 
@@ -95,7 +93,8 @@ def validate(config: dict[str, Any], source="config.yaml") -> None:
 
 
 def schema_document() -> dict[str, Any]:
-    return yaml.safe_load(SCHEMA.read_text())
+    """The config schema (src/anchormask/schemas/config.schema.yaml, package data)."""
+    return schemas.document("config")
 
 
 def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
@@ -151,7 +150,6 @@ def load(path: str | Path) -> dict[str, Any]:
     return config
 
 
-DEFAULT_MASKCOUNT_K = (0, 8, 16, 32)  # probes.maskcount_k when absent
 MIN_PROMPT_TOKENS = 3  # the shortest prompt: its opening and closing special tokens around one word
 POSITION_KEYS = ("max_position_embeddings", "max_sequence_length", "n_positions")
 
@@ -191,8 +189,7 @@ def _position_problems(config: dict[str, Any], limit, base: Path) -> list[tuple[
     key, allowed = limit
     stated = f"the base allows {allowed} ({key} in {base}/config.json)"
     generation = config["generation"]
-    maskcount = (config.get("probes") or {}).get("maskcount_k", DEFAULT_MASKCOUNT_K)
-    extra = max([generation.get("extra_masks", 0), *maskcount])
+    extra = max([setting(config, ("generation", "extra_masks")), *setting(config, ("probes", "maskcount_k"))])
     need = MIN_PROMPT_TOKENS + generation["answer_len"] + extra
     problems = []
     if need > allowed:
@@ -228,6 +225,21 @@ class ConfigLayers:
                     return name
         return self.layers[0][0]
 
+    def sets(self, path: KeyPath) -> bool:
+        """Some source sets ``path`` itself (not merely a default the schema fills in)."""
+        return any(_has_path(content, path) for _, content in self.layers)
+
+
+def setting(config: dict[str, Any], path: KeyPath) -> Any:
+    """The value at ``path``, or the schema's default for it when the config does not set it (a config
+    that Snakemake's validate has filled holds the defaults already; config.load's does not)."""
+    content = config
+    for key in path:
+        if not isinstance(content, dict) or key not in content:
+            return schemas.default(path)
+        content = content[key]
+    return content
+
 
 def _has_path(content: Any, path: KeyPath) -> bool:
     for key in path:
@@ -249,27 +261,6 @@ def _leaves(value: Any, path: KeyPath = ()):
             yield from _leaves(child, (*path, i))
     else:
         yield path, value
-
-
-def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
-    ref = node.get("$ref", "")
-    return root["$defs"][ref.rsplit("/", 1)[-1]] if ref.startswith("#/$defs/") else node
-
-
-def _alternatives(node: dict[str, Any]) -> list[dict[str, Any]]:
-    return [*node.get("allOf", []), *node.get("oneOf", []), *node.get("anyOf", [])]
-
-
-def _child_schemas(node: dict[str, Any], root: dict[str, Any], key) -> list[dict[str, Any]]:
-    """The schemas that constrain ``key`` (a property name or a list index) below ``node``."""
-    node = _resolve(node, root)
-    found = [c for part in _alternatives(node) for c in _child_schemas(part, root, key)]
-    if isinstance(key, int):
-        return found + ([_resolve(node["items"], root)] if isinstance(node.get("items"), dict) else [])
-    if key in node.get("properties", {}):
-        return found + [_resolve(node["properties"][key], root)]
-    extra = node.get("additionalProperties")
-    return found + ([_resolve(extra, root)] if isinstance(extra, dict) else [])
 
 
 def _accepts_string(node: dict[str, Any], root: dict[str, Any]) -> bool:

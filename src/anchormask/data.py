@@ -1,4 +1,4 @@
-"""Corpora, training pairs and queries: strict loading against workflow/schemas/."""
+"""Corpora, training pairs and queries: strict loading against the package's schemas (src/anchormask/schemas/)."""
 
 from __future__ import annotations
 
@@ -6,19 +6,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from anchormask import io
-
-SCHEMAS = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
+from anchormask import io, schemas
 
 
 @cache
 def _validator(kind: str):
     import jsonschema
 
-    schema = yaml.safe_load((SCHEMAS / f"{kind}.schema.yaml").read_text())
-    return jsonschema.Draft202012Validator(schema)
+    return jsonschema.Draft202012Validator(schemas.document(kind))
 
 
 def _unknown_field(error) -> str:

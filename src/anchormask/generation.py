@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from anchormask import backbone as bb
-from anchormask import checksum, io, layout, provenance, sampler
+from anchormask import checksum, io, layout, provenance, sampler, schemas
 from anchormask.adapters import PROVENANCE, verify as verify_adapter
 from anchormask.progress import Progress
 
@@ -98,14 +98,15 @@ def run_arm(*, arm: str, strategy: str | None, targets: str | None, adapters: li
     """Generate for every retrieved query with each adapter of the arm (one per training seed)."""
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    runtime = bb.pick_runtime(base.get("device", "auto"))
+    runtime = bb.pick_runtime(schemas.value_or_default(base, ("base", "device")))
     retrieved = [rec for path in retrieval_files for rec in io.read_jsonl(path)]
     records: list[dict[str, Any]] = []
     progress = Progress(f"generate {arm}", max(1, len(adapters)) * len(retrieved), log_every=1,
                         unit="generation")
     for adapter in adapters or [None]:
-        backbone = load_adapted(base["path"], adapter, trust_remote_code=base.get("trust_remote_code", False),
-                                runtime=runtime, family=base.get("family"), projections=base.get("projections"))
+        remote = schemas.value_or_default(base, ("base", "trust_remote_code"))
+        backbone = load_adapted(base["path"], adapter, trust_remote_code=remote, runtime=runtime,
+                                family=base.get("family"), projections=base.get("projections"))
         done = len(records)
         records += generation_records(backbone, runtime, retrieved, settings,
                                       _identity(arm, strategy, targets, adapter, base),

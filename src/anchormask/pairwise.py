@@ -20,11 +20,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from anchormask import schemas
 from anchormask.config import comparison_selection
 from anchormask.bootstrap import paired_bootstrap_batch, query_set_rng, safe_ratio
 from anchormask.io import InputError
 from anchormask.signflip import PERMUTATION_STREAM, holm, sign_flip_pvalues
 
+PERMUTATIONS = schemas.default(("statistics", "permutations"))  # the random sign patterns when N > 16
 log = logging.getLogger("anchormask.bootstrap")  # the name the statistics jobs' logs have always used
 
 RESULT_KEYS = ("n", "seeds", "mean_a", "mean_b", "ratio", "ratio_lo", "ratio_hi", "diff", "diff_lo", "diff_hi",
@@ -134,7 +136,7 @@ def _seed_aligned(values: list[np.ndarray], names: list[Any]) -> np.ndarray:
 
 
 def run_batches(jobs: list[dict[str, Any]], resamples: int, confidence: float, seed: int,
-                permutations: int = 10_000) -> list[dict]:
+                permutations: int = PERMUTATIONS) -> list[dict]:
     """Result dicts (``RESULT_KEYS``) of many paired comparisons, in ``jobs`` order.
 
     ``jobs`` are dicts with ``query_ids`` and the aligned ``a_values``, ``b_values``: (n,) per-query
@@ -183,7 +185,7 @@ def _settings(value: str, resamples: int, confidence: float, seed: int, permutat
 
 
 def run_comparisons(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, Any]], resamples: int,
-                    confidence: float, seed: int, permutations: int = 10_000,
+                    confidence: float, seed: int, permutations: int = PERMUTATIONS,
                     value: str = "overlap") -> pd.DataFrame:
     """One row per comparison (config ``statistics.comparisons`` order) of the per-generation column
     ``value``; Holm over these comparisons. See tables.COMPARISONS_SCHEMA."""
@@ -239,7 +241,7 @@ def per_seed(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, An
 
 def run_sweep(sweep_df: pd.DataFrame, resamples: int, confidence: float, seed: int,
               report: Mapping[str, str] | None = None, a_strategy: str = "anchor",
-              b_strategy: str = "random", permutations: int = 10_000, value: str = "overlap") -> pd.DataFrame:
+              b_strategy: str = "random", permutations: int = PERMUTATIONS, value: str = "overlap") -> pd.DataFrame:
     """anchor vs random at every (train_size, train_steps) of the sweep table, held-out queries pooled.
 
     Arms are identified by their (strategy, train_size, train_steps) columns, so arm names

@@ -14,7 +14,7 @@ probability reaches the threshold, at least the single most confident one per st
 no masked position is left; it usually needs fewer forward passes.
 
 ``block_len`` > 0 decodes the slot in LLaDA's semi-autoregressive blocks, left to right, each
-with an equal share of the steps; the default 0 is one block, the whole slot.
+with an equal share of the steps; 0 is one block, the whole slot.
 
 Randomness (temperature > 0: Gumbel noise; ``random`` remasking) comes from one generator
 per query seeded from (seed, query id), on the runtime's device, so a query's output does not
@@ -34,23 +34,31 @@ from typing import Any
 
 import torch
 
+from anchormask import schemas
 from anchormask.backbone import Backbone, Runtime
 from anchormask.io import InputError
 
 
+def _default(key: str) -> Any:
+    return schemas.default(("generation", key))
+
+
 @dataclass(frozen=True)
 class SamplerSettings:
-    answer_len: int = 48
-    steps: int = 16
-    temperature: float = 0.0
-    remasking: str = "low_confidence"
-    decoding: str = "fixed"
-    threshold: float = 0.9
-    long_anchor: str = "truncate"
-    extra_masks: int = 0
-    block_len: int = 0
-    batch_size: int = 64
-    seed: int = 1234
+    """The sampler's settings: the config's ``generation`` section less ``threads``. Each field's default
+    is the config schema's default for that key (src/anchormask/schemas/config.schema.yaml)."""
+
+    answer_len: int = _default("answer_len")
+    steps: int = _default("steps")
+    temperature: float = _default("temperature")
+    remasking: str = _default("remasking")
+    decoding: str = _default("decoding")
+    threshold: float = _default("threshold")
+    long_anchor: str = _default("long_anchor")
+    extra_masks: int = _default("extra_masks")
+    block_len: int = _default("block_len")
+    batch_size: int = _default("batch_size")
+    seed: int = _default("seed")
 
     def __post_init__(self) -> None:
         # LLaDA's generate() asserts both: blocks tile the slot and share the steps equally.

@@ -1,6 +1,6 @@
 """Parquet tables of scored generations and statistics (their markdown is in ``reporting.markdown``).
 
-``generations_table`` reads generation JSONL (workflow/schemas/generation.schema.yaml),
+``generations_table`` reads generation JSONL (src/anchormask/schemas/generation.schema.yaml),
 scores every record's ``post_anchor_text`` against the vocabulary of the corpus of the
 record's OWN ``domain`` (anchormask.metric) and returns one row per generation, sorted by
 (arm, split, domain, query_id, train_size, train_steps, train_seed).
@@ -23,13 +23,11 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 
-from anchormask import metric, provenance, quality
+from anchormask import metric, provenance, quality, schemas
 from anchormask.checksum import file_sha256
 from anchormask.io import InputError, atomic_path, canonical_json, read_jsonl
 
-GENERATION_SCHEMA_FILE = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "generation.schema.yaml"
 METADATA_KEY = b"anchormask"
 COMPRESSION = "zstd"
 COMPRESSION_LEVEL = 9
@@ -101,7 +99,7 @@ def load_vocabularies(corpora: Mapping[str, str | os.PathLike[str]]) -> dict[str
 def _validator():
     import jsonschema
 
-    return jsonschema.Draft202012Validator(yaml.safe_load(GENERATION_SCHEMA_FILE.read_text()))
+    return jsonschema.Draft202012Validator(schemas.document("generation"))
 
 
 def generations_table(jsonl_paths: Iterable[str | os.PathLike[str]],
@@ -128,7 +126,7 @@ def generations_table(jsonl_paths: Iterable[str | os.PathLike[str]],
             if errors:
                 e = errors[0]
                 key = ".".join(map(str, e.absolute_path)) or "(record)"
-                raise InputError(f"{where}: {key}: {e.message} (see workflow/schemas/generation.schema.yaml)")
+                raise InputError(f"{where}: {key}: {e.message} (see {schemas.shown('generation')})")
             domain = rec["domain"]
             if domain not in vocabs:
                 raise InputError(f"{where}: domain {domain!r} has no corpus; corpora given: "

@@ -12,6 +12,7 @@ from anchormask import codedigest
 from anchormask import config as study
 from anchormask import data as study_data
 from anchormask import io as study_io
+from anchormask import schemas as study_schemas
 
 
 def config_layers():
@@ -25,11 +26,13 @@ def config_layers():
 
 # --config values arrive as strings below the top level ('train={rank: 8}' gives '8'): typed first.
 study.apply_override_types(config, dict(workflow.config_settings.config or {}))
-CONFIG_SOURCES = config_layers().source_of
+CONFIG_LAYERS = config_layers()
+CONFIG_SOURCES = CONFIG_LAYERS.source_of
 # Our validator first (its messages name the source, the key and the allowed values), then
-# Snakemake's, which also fills in the schema's defaults; then every data file and the base's limits.
+# Snakemake's, which also fills in the schema's defaults; both read the package's schema file
+# (src/anchormask/schemas/config.schema.yaml). Then every data file and the base's limits.
 study.validate(config, CONFIG_SOURCES)
-validate(config, "../schemas/config.schema.yaml")
+validate(config, str(study_schemas.path("config")))
 study.check_base(config, CONFIG_SOURCES)
 study_data.check_all(config)
 
@@ -166,7 +169,7 @@ def statistics_settings(kind):
     if kind == "comparisons":
         settings["comparisons"] = stats["comparisons"]
     else:
-        settings["sweep_report"] = stats.get("sweep_report", {})
+        settings["sweep_report"] = stats["sweep_report"]
     return as_json(settings)
 
 

@@ -1,6 +1,7 @@
 # Mechanism probes (PROTOCOL "Mechanism probes", seed 002): attention mass, LoRA weight
 # allocation, mask-count robustness, and results/probes/summary.md. Config: the optional
-# top-level `probes: {attention_arms: [...], maskcount_k: [...]}`. The probes' part of the default
+# top-level `probes: {attention_arms: [...], maskcount_k: [...]}`, whose defaults are the config
+# schema's (src/anchormask/schemas/config.schema.yaml). The probes' part of the default
 # target is probe_targets() at the end (a lambda: snakemake --lint flags a file with a def and a rule).
 
 
@@ -8,11 +9,13 @@ localrules:
     probe_summary,
 
 
-PROBES = config.get("probes") or {}
+PROBES = config["probes"]  # Snakemake's validate filled in the schema's defaults
 ADAPTER_ARMS = [a for a in ARMS if config["arms"][a]["strategy"] is not None]
-ATTENTION_ARMS = list(PROBES.get("attention_arms", [a for a in (
-    "base", "anchor", "random", "anchor-vo", "anchor-qk", "random-vo", "random-qk") if a in ARMS]))
-MASKCOUNT_K = sorted(set(int(k) for k in PROBES.get("maskcount_k", study.DEFAULT_MASKCOUNT_K)))
+ATTENTION_ARMS = list(PROBES["attention_arms"])
+if not CONFIG_LAYERS.sets(("probes", "attention_arms")):
+    # The schema's default names the default study's arms: a config without some of them probes the rest.
+    ATTENTION_ARMS = [a for a in ATTENTION_ARMS if a in ARMS]
+MASKCOUNT_K = sorted(set(int(k) for k in PROBES["maskcount_k"]))
 MASKCOUNT_ARMS = [a for a in ("base", "anchor", "random") if a in ARMS]
 _UNKNOWN_ARMS = [a for a in ATTENTION_ARMS if a not in ARMS]
 if _UNKNOWN_ARMS:
@@ -24,7 +27,7 @@ LORA_SPECS = [{"arm": a, "strategy": config["arms"][a]["strategy"], "targets": c
                "path": j.path} for a in ADAPTER_ARMS for j in study.arm_adapters(config, a)]
 MASKCOUNT_RUNS = [(a, k) for a in MASKCOUNT_ARMS for k in MASKCOUNT_K]
 # k equal to generation.extra_masks is the arm's main generation (same settings, same bytes): reused.
-MASKCOUNT_FILES = [f"results/generations/{a}.jsonl" if k == config["generation"].get("extra_masks", 0)
+MASKCOUNT_FILES = [f"results/generations/{a}.jsonl" if k == config["generation"]["extra_masks"]
                    else f"results/probes/maskcount/{a}_k{k}.jsonl" for a, k in MASKCOUNT_RUNS]
 
 

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from anchormask import io, provenance, tables
+from anchormask import io, provenance, schemas, tables
 from anchormask.io import InputError
 
 #: The two targets of the attention mass, in the order of the last axis of ``attention_mass_rows``.
@@ -197,12 +197,12 @@ def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence
 
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    runtime = bb.pick_runtime(base.get("device", "auto"))
+    runtime = bb.pick_runtime(schemas.value_or_default(base, ("base", "device")))
     retrieved = [rec for path in retrieval_files for rec in io.read_jsonl(path)]
     if not retrieved:
         raise InputError("attention probe: the retrieval files hold no queries")
     rows, adapters_meta, unavailable = [], {}, {}
-    remote = base.get("trust_remote_code", False)
+    remote = schemas.value_or_default(base, ("base", "trust_remote_code"))
     for spec in arms:
         per_adapter = []
         for adapter in spec["adapters"] or [None]:

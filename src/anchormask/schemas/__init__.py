@@ -1,0 +1,88 @@
+"""The study's JSON schemas, package data of the library: one ``{name}.schema.yaml`` each.
+
+``config`` (config.yaml; the workflow's ``validate`` reads the same file, see workflow/rules/common.smk),
+``corpus``, ``pairs``, ``queries`` (the lines of the data files) and ``generation`` (one record of a
+generation JSONL). The config schema is also where each optional setting's default lives:
+``default(("probes", "maskcount_k"))`` reads it, so code that needs a default asks here instead of
+repeating the value.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+NAMES = ("config", "corpus", "pairs", "queries", "generation")
+SHOWN = "src/anchormask/schemas"  # where the files are in the repository, for messages
+
+
+def path(name: str) -> Path:
+    """The file of schema ``name`` on disk (for a reader that wants a path, e.g. Snakemake's validate)."""
+    return Path(str(resources.files(__name__).joinpath(f"{name}.schema.yaml")))
+
+
+def shown(name: str) -> str:
+    """The schema's path in the repository, as messages name it."""
+    return f"{SHOWN}/{name}.schema.yaml"
+
+
+@cache
+def _document(name: str) -> dict[str, Any]:
+    if name not in NAMES:
+        raise ValueError(f"no schema {name!r}; schemas: {', '.join(NAMES)}")
+    return yaml.safe_load(resources.files(__name__).joinpath(f"{name}.schema.yaml").read_text(encoding="utf-8"))
+
+
+def document(name: str) -> dict[str, Any]:
+    """Schema ``name`` as a dict (a fresh copy: callers may change it)."""
+    return copy.deepcopy(_document(name))
+
+
+def resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """``node`` with a local ``$ref`` (``#/$defs/x``) followed."""
+    ref = node.get("$ref", "")
+    return root["$defs"][ref.rsplit("/", 1)[-1]] if ref.startswith("#/$defs/") else node
+
+
+def alternatives(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*node.get("allOf", []), *node.get("oneOf", []), *node.get("anyOf", [])]
+
+
+def child_schemas(node: dict[str, Any], root: dict[str, Any], key) -> list[dict[str, Any]]:
+    """The schemas that constrain ``key`` (a property name or a list index) below ``node``."""
+    node = resolve(node, root)
+    found = [c for part in alternatives(node) for c in child_schemas(part, root, key)]
+    if isinstance(key, int):
+        return found + ([resolve(node["items"], root)] if isinstance(node.get("items"), dict) else [])
+    if key in node.get("properties", {}):
+        return found + [resolve(node["properties"][key], root)]
+    extra = node.get("additionalProperties")
+    return found + ([resolve(extra, root)] if isinstance(extra, dict) else [])
+
+
+def nodes_at(key_path: tuple, name: str = "config") -> list[dict[str, Any]]:
+    """Every schema node that constrains ``key_path`` (e.g. ("generation", "steps")) in schema ``name``."""
+    root = _document(name)
+    nodes = [root]
+    for key in key_path:
+        nodes = [c for n in nodes for c in child_schemas(n, root, key)]
+    return nodes
+
+
+def default(key_path: tuple, name: str = "config") -> Any:
+    """The ``default:`` that schema ``name`` gives the key at ``key_path`` (a copy); KeyError when none."""
+    for node in nodes_at(tuple(key_path), name):
+        if "default" in node:
+            return copy.deepcopy(node["default"])
+    raise KeyError(f"{shown(name)} gives no default for {'.'.join(map(str, key_path))}")
+
+
+def value_or_default(section: dict[str, Any], key_path: tuple) -> Any:
+    """``section[key]`` for the last key of ``key_path``, or the schema's default for ``key_path`` when the
+    section does not set it (``section`` is the part of the config at ``key_path[:-1]``, e.g. the base)."""
+    return section[key_path[-1]] if key_path[-1] in section else default(key_path)
