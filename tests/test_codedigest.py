@@ -109,3 +109,22 @@ def test_closure_follows_subpackages_their_init_and_relative_imports(tmp_path):
     assert digest(script, pkg) == before
     (pkg / "top.py").write_text("X = 2\n")  # reached through the subpackage's relative imports
     assert digest(script, pkg) != before
+
+
+def test_a_subpackages_data_file_counts_like_its_code(tmp_path):
+    """Schemas are package data (anchormask/schemas/*.yaml): editing one reruns the jobs that load them."""
+    pkg = tmp_path / "anchormask"
+    (pkg / "data").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "data" / "__init__.py").write_text("")
+    (pkg / "data" / "table.schema.yaml").write_text("type: object\n")
+    (pkg / "notes.txt").write_text("the package root's own files are not data of a subpackage\n")
+    reader, other = tmp_path / "reader.py", tmp_path / "other.py"
+    reader.write_text("from anchormask import data\n")
+    other.write_text("import anchormask\n")
+    before, before_other = digest(reader, pkg), digest(other, pkg)
+    (pkg / "data" / "table.schema.yaml").write_text("type: array\n")
+    assert digest(reader, pkg) != before
+    assert digest(other, pkg) == before_other
+    (pkg / "notes.txt").write_text("edited\n")
+    assert digest(other, pkg) == before_other

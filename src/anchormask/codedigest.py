@@ -102,11 +102,23 @@ def module_label(name: str) -> str:
     return name or "__init__"
 
 
+def data_files(name: str, package_dir: Path = PACKAGE_DIR) -> list[Path]:
+    """A subpackage's data files (``schemas/*.yaml`` beside ``schemas/__init__.py``): code reads them
+    as it reads its modules, so an edit of one must rerun the same jobs."""
+    path = _module_file(name, package_dir)
+    if not name or path is None or path.name != "__init__.py":
+        return []
+    return sorted(p for p in path.parent.iterdir() if p.is_file() and p.suffix not in (".py", ".pyc"))
+
+
 def digest_of_modules(names, package_dir: Path = PACKAGE_DIR) -> str:
-    """SHA-256 over each module's label and source bytes, in sorted order (stable across runs)."""
+    """SHA-256 over each module's label and source bytes, then its subpackage's data files, in sorted
+    order (stable across runs)."""
     digest = hashlib.sha256()
-    for label, path in sorted((module_label(n), _module_file(n, package_dir)) for n in set(names)):
-        digest.update(label.encode() + b"\0" + path.read_bytes())
+    for label, name in sorted((module_label(n), n) for n in set(names)):
+        digest.update(label.encode() + b"\0" + _module_file(name, package_dir).read_bytes())
+        for extra in data_files(name, package_dir):
+            digest.update(f"{label}/{extra.name}".encode() + b"\0" + extra.read_bytes())
     return digest.hexdigest()
 
 
