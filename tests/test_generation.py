@@ -3,6 +3,7 @@ import json
 import pytest
 
 from anchormask import config, data, generation, retrieval, sampler, train
+from anchormask.io import InputError
 from helpers import REPO, tiny_train_settings
 
 
@@ -51,8 +52,8 @@ def test_arm_records_follow_the_schema_and_name_their_adapter(tiny_model_dir, ti
 
 def test_missing_adapter_is_named_before_generation(tiny_model_dir, retrieved, tmp_path):
     base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "device": "cpu"}
-    with pytest.raises(Exception, match="empty: adapter_config.json is missing.*--forcerun"):
-        (tmp_path / "empty").mkdir()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="empty: adapter_config.json is missing.*--forcerun"):
         generation.run_arm(arm="anchor", strategy="anchor", targets="full", adapters=[str(tmp_path / "empty")],
                            retrieval_files=[str(retrieved)], out=str(tmp_path / "x.jsonl"), base=base,
                            settings=sampler.SamplerSettings(answer_len=16, steps=2), threads=1)
