@@ -26,9 +26,8 @@ import pytest
 from anchormask import audit
 from anchormask.checksum import directory_sha256, file_sha256
 from anchormask.cli import main as cli
-from helpers import snakemake, snakemake_cli
+from helpers import TINY, flip_one_byte, snakemake, snakemake_cli
 
-TINY = "tests/configs/tiny.yaml"
 ANCHOR_LR = "train: {overrides: {anchor: {lr: 0.02}}}\n"
 GENERATION_STEPS = "generation: {steps: 2}\n"
 # Rules that read neither generations nor anything made from them.
@@ -380,10 +379,7 @@ def test_8_a_deleted_adapter_is_reported_by_the_audit_and_its_fix_works(tiny_stu
 def test_9_a_flipped_byte_stops_generation_naming_the_adapter_and_the_fix_works(tiny_study, tmp_path):
     repo = copy_study(tiny_study, tmp_path / "repo")
     before = audit.build_manifest("results", repo)
-    weights = repo / SWEEP_ADAPTER / "adapter_model.safetensors"
-    data = bytearray(weights.read_bytes())
-    data[len(data) // 2] ^= 0x01
-    weights.write_bytes(bytes(data))
+    flip_one_byte(repo / SWEEP_ADAPTER / "adapter_model.safetensors")
     proc = snakemake(repo, "--cores", "1", "--configfile", TINY, "--forcerun", SWEEP_GENERATION, SWEEP_GENERATION,
                      check=False)
     log = (repo / "results/logs/generate/sweep_anchor_n8_s3.log").read_text()

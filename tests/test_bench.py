@@ -31,14 +31,6 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-@pytest.fixture(scope="module")
-def tiny(tiny_model_dir):
-    runtime = bb.pick_runtime("cpu")
-    backbone = bb.load_backbone(tiny_model_dir, runtime=runtime)
-    backbone.model.eval()
-    return backbone, runtime
-
-
 def encoded(backbone):
     return [layout.encode_pair(backbone.tokenizer, q, a, 64) for q, a in PAIRS]
 
@@ -70,8 +62,8 @@ def test_flop_counts_match_torch_flop_counter(tiny_model_dir):
 
 
 @pytest.mark.parametrize("strategy", ["anchor", "random"])
-def test_reference_train_step_computes_the_project_loss(tiny, strategy):
-    backbone, runtime = tiny
+def test_reference_train_step_computes_the_project_loss(tiny_backbone, strategy):
+    backbone, runtime = tiny_backbone
     batch = encoded(backbone)
     width = max(len(e.input_ids) for e in batch)  # L = the batch's longest: both draw the same mask
     settings = tiny_train_settings()
@@ -85,8 +77,8 @@ def test_reference_train_step_computes_the_project_loss(tiny, strategy):
     assert torch.allclose(loss, ref, atol=1e-5, rtol=1e-5)
 
 
-def test_reference_train_step_pads_to_the_configured_length(tiny):
-    backbone, _ = tiny
+def test_reference_train_step_pads_to_the_configured_length(tiny_backbone):
+    backbone, _ = tiny_backbone
     seen = {}
 
     def spy(input_ids, attention_mask):

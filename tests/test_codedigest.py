@@ -1,6 +1,5 @@
 """Code digests from a script's import closure (anchormask.codedigest), not from hand-written lists."""
 
-from pathlib import Path
 
 import pytest
 

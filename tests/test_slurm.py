@@ -22,12 +22,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import copy_repo, snakemake
+from helpers import TINY, copy_repo, snakemake
 from slurm_cluster import STATUS_OPTION, slurm_cluster  # noqa: F401  (session fixture)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-TINY = "tests/configs/tiny.yaml"
 # On top of tiny.yaml: 2 queries per domain, and the sweep's one point is the arms' own training
 # job (size 8, 3 steps), so 2 trainings feed 3 arms and 2 sweep generations.
 REDUCED = """\
