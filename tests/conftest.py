@@ -71,6 +71,22 @@ def law_retrieval(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def repo_copy(tmp_path_factory) -> Path:
+    """A copy of the working tree for dry runs; tests that edit a copy make their own."""
+    from helpers import copy_repo
+
+    return copy_repo(tmp_path_factory.mktemp("repo"))
+
+
+@pytest.fixture(scope="session")
+def default_dag(repo_copy) -> dict[str, int]:
+    """Rule -> job count of the default target's dry run (tests/test_workflow.py checks the counts)."""
+    from helpers import dry_run_jobs
+
+    return dry_run_jobs(repo_copy)
+
+
+@pytest.fixture(scope="session")
 def tiny_study(tmp_path_factory) -> Path:
     """A copy of the repository with the reduced study (tests/configs/tiny.yaml) run to completion."""
     from helpers import copy_repo, snakemake

@@ -75,9 +75,7 @@ def test_overrides_apply_to_one_strategy_only(default):
 
 
 def test_default_study_trains_what_the_arms_and_sweep_need(default):
-    jobs = all_adapter_jobs(default)
-    assert len(jobs) == 17  # 7 adapter arms + 12 sweep points, two of them shared
-    ids = {j.id for j in jobs}
+    ids = {j.id for j in all_adapter_jobs(default)}  # how many: tests/test_workflow.py (the DAG)
     assert "anchor_vo_n144_s300_seed42" in ids and "random_full_n72_s1000_seed42" in ids
     assert config.arm_adapters(default, "base") == []
 
@@ -85,7 +83,7 @@ def test_default_study_trains_what_the_arms_and_sweep_need(default):
 def test_seeds_multiply_every_job(default):
     cfg = copy.deepcopy(default)
     cfg["train"]["seeds"] = [1, 2, 3]
-    assert len(all_adapter_jobs(cfg)) == 3 * 17
+    assert len(all_adapter_jobs(cfg)) == 3 * len(all_adapter_jobs(default))
     assert [j.seed for j in config.arm_adapters(cfg, "anchor")] == [1, 2, 3]
 
 
@@ -96,7 +94,7 @@ def test_the_three_seed_variant_adds_two_seeds_of_the_main_arms_only(default):
     config.validate(cfg)
     jobs = set(all_adapter_jobs(cfg))
     assert set(all_adapter_jobs(default)) <= jobs  # the default run's adapters are reused
-    assert len(jobs) == 17 + 2 * 7  # two more seeds of the 7 adapter arms; the sweep keeps one
+    assert len(jobs - set(all_adapter_jobs(default))) == 2 * 7  # two more seeds of the 7 adapter arms; the sweep keeps one
     assert [j.seed for j in config.arm_adapters(cfg, "anchor-vo")] == [42, 43, 44]
     assert [j.seed for j in config.sweep_adapters(cfg, "anchor", 72, 100)] == [42]
 

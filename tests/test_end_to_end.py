@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from anchormask import data
-from helpers import TINY, dry_run_jobs, snakemake
+from helpers import TINY, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -72,8 +72,7 @@ def test_statistics_samples_and_page_rebuild_byte_identical(tiny_study):
     assert {o: (tiny_study / o).read_bytes() for o in outputs} == before
 
 
-def test_nothing_left_to_do_and_no_temporary_leftovers(tiny_study):
-    assert dry_run_jobs(tiny_study, "--configfile", TINY) == {}
+def test_no_temporary_leftovers(tiny_study):  # nothing left to do: tests/test_audit.py, scenario 1
     leftovers = [p for p in (tiny_study / "results").rglob(".tmp-*")]
     assert leftovers == []
 
