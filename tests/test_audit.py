@@ -262,29 +262,30 @@ def test_5_outputs_not_downstream_of_the_change_keep_their_bytes(anchor_rerun, t
                if p.startswith("results/adapters/anchor_"))  # a new lr really trains new weights
 
 
-def _kill_inside_training(repo: Path, args: list[str]) -> str:
-    """Run snakemake and SIGKILL its whole process group once a training job is inside training.
+PAUSE_HOOK = Path(__file__).resolve().parent / "pause_hook"  # its sitecustomize.py says how it works
 
-    A training log is truncated when its job starts; it names the backbone once the model is
-    loaded, and "(100%)" once the last step is done. Between the two the job is training.
+
+def _kill_inside_training(repo: Path, args: list[str], pause_dir: Path) -> str:
+    """Run snakemake and SIGKILL its whole process group while a training job is inside training.
+
+    No race: with tests/pause_hook first on PYTHONPATH, the first training job to log a progress
+    line before its last step (train.log_every) names itself in ``pause_dir`` and stops there.
     """
-    proc = subprocess.Popen(snakemake_cli(*args), cwd=repo, env={**os.environ, "PYTHONHASHSEED": "0"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    victim = None
+    pause_dir.mkdir()
+    env = {**os.environ, "PYTHONHASHSEED": "0", "ANCHORMASK_PAUSE_DIR": str(pause_dir),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(PAUSE_HOOK), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen(snakemake_cli(*args), cwd=repo, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
-        while victim is None and time.monotonic() < deadline and proc.poll() is None:
-            for log in (repo / "results/logs/train").glob("anchor_*.log"):
-                text = log.read_text()
-                if "anchormask.backbone: backbone" in text and "(100%)" not in text:
-                    victim = log.stem
-                    break
-            time.sleep(0.01)
+        while not (paused := sorted(p.name for p in pause_dir.iterdir() if not p.name.endswith(".tmp"))):
+            assert proc.poll() is None, f"snakemake ended ({proc.returncode}) before a training job paused"
+            assert time.monotonic() < deadline, "no training job paused within 600 s"
+            time.sleep(0.2)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
-    assert victim is not None, "no training job was caught inside training"
-    return victim
+    return paused[0]
 
 
 @pytest.mark.slow
@@ -293,10 +294,11 @@ def test_6_training_killed_by_sigkill_leaves_nothing_complete_and_resumes_identi
     repo = copy_study(tiny_study, tmp_path / "repo")
     args = ["--cores", "2", "--configfile", TINY, anchor_rerun.overlay]
     start = time.monotonic()
-    victim = _kill_inside_training(repo, args)
+    victim = _kill_inside_training(repo, args, tmp_path / "paused")
     adapters = repo / "results/adapters"
     left = sorted(p.name for p in adapters.iterdir() if victim in p.name)
     print(f"\n[audit] 6 SIGKILL inside training of {victim}: left {left}")
+    assert victim.startswith("anchor_")  # the change retrains only the anchor adapters
     assert not (adapters / victim).exists()
     assert all(name.startswith(".tmp-") for name in left)
     # The README's sequence after an interrupted run: --unlock, then the same command with --rerun-incomplete.
