@@ -11,6 +11,17 @@ import pytest
 
 from helpers import REPO, TINY, build_tiny_model, tiny_train_settings
 
+KINDS = ("unit", "workflow", "slow", "slurm")  # the markers of pyproject.toml
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test has exactly one kind, so that ``pytest -m unit`` (and the others) select all of it."""
+    wrong = [f"{item.nodeid}: {kinds or 'none'}" for item in items
+             if len(kinds := sorted({m.name for m in item.iter_markers() if m.name in KINDS})) != 1]
+    if wrong:
+        raise pytest.UsageError(f"tests need exactly one of the markers {', '.join(KINDS)} "
+                                "(pyproject.toml):\n  " + "\n  ".join(wrong))
+
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:

@@ -12,6 +12,8 @@ from anchormask.checksum import file_sha256
 from anchormask.io import InputError
 from helpers import flip_one_byte
 
+pytestmark = pytest.mark.unit
+
 WEIGHTS = "adapter_model.safetensors"
 
 

@@ -111,6 +111,7 @@ def anchor_rerun(tiny_study, tmp_path_factory) -> Rerun:
     return Rerun(repo, lr, planned, before, audit.build_manifest("results", repo), seconds)
 
 
+@pytest.mark.unit
 def test_manifest_and_compare_on_a_synthetic_tree(tmp_path, capsys):
     """Fast: metadata decoding, directory outputs as one entry, volatile logs, the CLI."""
     (tmp_path / "results/adapters/a1").mkdir(parents=True)
@@ -171,6 +172,7 @@ def _synthetic_study(root: Path) -> tuple[str, str]:
     return adapter, retrieval
 
 
+@pytest.mark.unit
 def test_audit_check_reports_missing_and_altered_intermediates(tmp_path, capsys):
     """Fast: a deleted or altered adapter and a changed input, with the outputs built from them."""
     adapter, retrieval = _synthetic_study(tmp_path)

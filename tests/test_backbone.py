@@ -6,6 +6,8 @@ from anchormask import backbone as bb
 from anchormask import families
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 
 def test_tiny_bert_is_detected_and_its_projections_named(tiny_backbone):
     tiny, _ = tiny_backbone

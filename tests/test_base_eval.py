@@ -5,6 +5,8 @@ from transformers import AutoTokenizer
 
 from anchormask import base_eval, generation
 
+pytestmark = pytest.mark.unit
+
 
 def test_masked_scores_count_the_masked_tokens_and_repeat_with_the_seed(tiny_backbone):
     backbone, runtime = tiny_backbone

@@ -17,6 +17,8 @@ from bench.common import Line
 from bench.reference import reference_train_step
 from helpers import tiny_train_settings
 
+pytestmark = pytest.mark.unit
+
 PAIRS = [("Which river flows into the sea?", "The river flows north into the sea."),
          ("What is the deepest lake?", "The deepest lake in the world is in the north of the country."),
          ("Where is the capital?", "The capital is in the south.")]

@@ -7,6 +7,8 @@ from anchormask import config, io
 from helpers import build_tiny_model
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def default():

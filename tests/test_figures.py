@@ -11,6 +11,8 @@ from anchormask.reporting import figures
 from anchormask.io import InputError
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 ARMS = {"base": (None, None), "anchor": ("anchor", "full"), "random": ("random", "full"),
         "reverse": ("reverse", "full"), "anchor-vo": ("anchor", "vo"), "anchor-qk": ("anchor", "qk"),
         "random-vo": ("random", "vo"), "random-qk": ("random", "qk")}

@@ -6,6 +6,8 @@ from anchormask import data, generation, retrieval, sampler
 from anchormask.io import InputError
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 
 def test_retrieval_finds_the_gold_statement_and_is_deterministic():
     queries = data.load_queries(REPO / "data" / "queries" / "medicine.jsonl")

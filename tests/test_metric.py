@@ -5,6 +5,8 @@ import pytest
 from anchormask import metric
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("text, expected", [
     ("Halley's comet, ninety-eight!", ["halley", "s", "comet", "ninety", "eight"]),

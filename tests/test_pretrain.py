@@ -9,6 +9,8 @@ from transformers import AutoTokenizer
 
 from anchormask import io, pretrain
 
+pytestmark = pytest.mark.unit
+
 LINES = ["the river flows into the sea", "the sea", "the deepest lake of the world is in the north",
          "the sun is a star", "the moon is a planet of the sun", "which city is the capital of the country",
          "the law court is in the city", "bread and salt are food"] * 4

@@ -14,6 +14,8 @@ from anchormask.reporting import probe_figures, probe_markdown
 from anchormask.io import InputError
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 # --------------------------------------------------------------------------- attention mass
 
 

@@ -4,6 +4,8 @@ from anchormask import generation, layout, sampler
 from anchormask.io import InputError
 from bench.reference import num_transfer_tokens, reference_generate
 
+pytestmark = pytest.mark.unit
+
 QUESTIONS = ["Which river flows into the sea?", "What is the deepest lake?", "Where is the capital city?",
              "Which planet is the largest?"]
 ANCHORS = ["the river flows north", "the deepest lake is in the north of the world", "the capital",

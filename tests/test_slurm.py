@@ -25,7 +25,7 @@ import yaml
 from helpers import TINY, copy_repo, snakemake
 from slurm_cluster import STATUS_OPTION, slurm_cluster  # noqa: F401  (session fixture)
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = pytest.mark.slurm
 
 # On top of tiny.yaml: 2 queries per domain, and the sweep's one point is the arms' own training
 # job (size 8, 3 steps), so 2 trainings feed 3 arms and 2 sweep generations.

@@ -14,6 +14,8 @@ from anchormask.checksum import file_sha256
 from anchormask.io import InputError, canonical_json, write_jsonl
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 SCRIPTS = REPO / "workflow" / "scripts"
 
 GEO = ["The Nile flows north into the Mediterranean Sea.", "Lake Baikal is the deepest lake."]

@@ -9,6 +9,8 @@ from anchormask import backbone as bb
 from anchormask import config, families, io, train
 from helpers import tiny_train_settings
 
+pytestmark = pytest.mark.unit
+
 BASE_SHA = "0" * 64
 
 

@@ -4,6 +4,8 @@ import pytest
 
 from helpers import REPO, copy_repo, dry_run_jobs, snakemake
 
+pytestmark = pytest.mark.workflow
+
 
 @pytest.fixture(scope="module")
 def repo(repo_copy):
