@@ -101,10 +101,19 @@ def test_the_three_seed_variant_adds_two_seeds_of_the_main_arms_only(default):
     assert [j.seed for j in config.sweep_adapters(cfg, "anchor", 72, 100)] == [42]
 
 
-def test_shipped_configs_are_valid():
-    config.load(REPO / "config.yaml")
-    tiny = yaml.safe_load((REPO / "tests" / "configs" / "tiny.yaml").read_text())
-    assert set(tiny) <= set(yaml.safe_load((REPO / "config.yaml").read_text()))
+def merged(base, overlay):
+    """A --configfile overlay over a config, merged the way Snakemake merges them (nested dicts key by key)."""
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def test_shipped_configs_are_valid(default):  # config.yaml itself: the `default` fixture loads and validates it
+    overlays = [REPO / "tests" / "configs" / "tiny.yaml", *sorted((REPO / "config").glob("*.yaml"))]
+    assert len(overlays) >= 2
+    for path in overlays:
+        config.validate(merged(default, yaml.safe_load(path.read_text())), str(path))
 
 
 def test_in_domain_listed_as_held_out_is_named(default):
