@@ -99,6 +99,12 @@ class Rerun:
 
 
 @pytest.fixture(scope="module")
+def every_job(tiny_study) -> dict[str, int]:
+    """Rule -> job count of the whole DAG of the tiny study (a --forceall dry run; it changes nothing)."""
+    return counts(dry_run(tiny_study, "--forceall"))
+
+
+@pytest.fixture(scope="module")
 def anchor_rerun(tiny_study, tmp_path_factory) -> Rerun:
     tmp = tmp_path_factory.mktemp("anchor_rerun")
     repo = copy_study(tiny_study, tmp / "repo")
@@ -206,13 +212,12 @@ def test_1_second_dry_run_has_nothing_to_do(tiny_study, tmp_path):
 
 
 @pytest.mark.slow
-def test_2_generation_steps_reruns_generation_and_downstream_not_training(tiny_study, tmp_path):
+def test_2_generation_steps_reruns_generation_and_downstream_not_training(tiny_study, every_job, tmp_path):
     repo = copy_study(tiny_study, tmp_path / "repo")
     start = time.monotonic()
     jobs = dry_run(repo, overlay(tmp_path, "steps.yaml", GENERATION_STEPS))
     report("2 generation.steps", jobs, time.monotonic() - start)
-    every = counts(dry_run(repo, "--forceall"))
-    assert counts(jobs) == {rule: n for rule, n in every.items() if rule not in UPSTREAM_OF_GENERATION | {"all"}}
+    assert counts(jobs) == {rule: n for rule, n in every_job.items() if rule not in UPSTREAM_OF_GENERATION | {"all"}}
     for job in jobs:  # the sampler params changed, or an input did
         assert job.reason.startswith(("Params have changed", "Input files updated by another job")), job
     assert all(j.reason.startswith("Params have changed") for j in jobs if j.rule.startswith("generate_"))
@@ -334,11 +339,12 @@ MODULE_EDITS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("module", sorted(MODULE_EDITS))
-def test_7_a_module_edit_plans_exactly_the_rules_that_import_it_and_their_downstream(tiny_study, tmp_path, module):
+def test_7_a_module_edit_plans_exactly_the_rules_that_import_it_and_their_downstream(tiny_study, every_job, tmp_path,
+                                                                                     module):
     repo = copy_study(tiny_study, tmp_path / "repo")
     importing, planned = MODULE_EDITS[module]
     if isinstance(planned, tuple):
-        planned = set(counts(dry_run(repo, "--forceall"))) - planned[1]
+        planned = set(every_job) - planned[1]
     source = repo / "src" / "anchormask" / module
     source.write_text(source.read_text() + "\n# edited\n")
     start = time.monotonic()
