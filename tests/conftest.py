@@ -1,4 +1,6 @@
-"""Shared fixtures: a tiny masked LM in Hugging Face format, built in the test's temp dir."""
+"""Fixtures shared by several test modules: a tiny masked LM in Hugging Face format (its directory
+and, per module, the loaded backbone), tiny training pairs, an adapter trained on them, a retrieval
+file of law queries, and the finished reduced study (tests/configs/tiny.yaml)."""
 
 from __future__ import annotations
 
@@ -7,12 +9,34 @@ from pathlib import Path
 
 import pytest
 
-from helpers import build_tiny_model
+from helpers import REPO, TINY, build_tiny_model, tiny_train_settings
+
+KINDS = ("unit", "workflow", "slow", "slurm")  # the markers of pyproject.toml
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test has exactly one kind, so that ``pytest -m unit`` (and the others) select all of it."""
+    wrong = [f"{item.nodeid}: {kinds or 'none'}" for item in items
+             if len(kinds := sorted({m.name for m in item.iter_markers() if m.name in KINDS})) != 1]
+    if wrong:
+        raise pytest.UsageError(f"tests need exactly one of the markers {', '.join(KINDS)} "
+                                "(pyproject.toml):\n  " + "\n  ".join(wrong))
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="module")
+def tiny_backbone(tiny_model_dir):
+    """(backbone, runtime) of the tiny model on the CPU, in eval mode; one per module."""
+    from anchormask import backbone as bb
+
+    runtime = bb.pick_runtime("cpu")
+    backbone = bb.load_backbone(tiny_model_dir, runtime=runtime)
+    backbone.model.eval()
+    return backbone, runtime
 
 
 @pytest.fixture(scope="session")
@@ -34,10 +58,50 @@ def tiny_pairs(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def trained_adapter(tiny_model_dir, tiny_pairs, tmp_path_factory) -> Path:
+    """anchor_full_n6_s2_seed42 trained on the tiny model and pairs; copy it before altering it."""
+    from anchormask import config, train
+
+    out = tmp_path_factory.mktemp("adapters") / "anchor_full_n6_s2_seed42"
+    train.train(str(tiny_model_dir), "f" * 64, str(tiny_pairs), config.AdapterJob("anchor", "full", 6, 2, 42),
+                tiny_train_settings(), str(out))
+    return out
+
+
+@pytest.fixture(scope="session")
+def law_retrieval(tmp_path_factory) -> Path:
+    """The retrieval file of the first three law queries (held out, main query set)."""
+    from anchormask import data, retrieval
+
+    out = tmp_path_factory.mktemp("retrieval") / "law.jsonl"
+    queries = data.load_queries(REPO / "data" / "queries" / "law.jsonl", 3)
+    rows = retrieval.retrieve(queries, data.load_corpus(REPO / "data" / "corpora" / "law.jsonl"), k1=1.5, b=0.75)
+    out.write_text("".join(json.dumps({"domain": "law", "split": "held_out", "query_set": "main", **r}) + "\n"
+                           for r in rows))
+    return out
+
+
+@pytest.fixture(scope="session")
+def repo_copy(tmp_path_factory) -> Path:
+    """A copy of the working tree for dry runs; tests that edit a copy make their own."""
+    from helpers import copy_repo
+
+    return copy_repo(tmp_path_factory.mktemp("repo"))
+
+
+@pytest.fixture(scope="session")
+def default_dag(repo_copy) -> dict[str, int]:
+    """Rule -> job count of the default target's dry run (tests/test_workflow.py checks the counts)."""
+    from helpers import dry_run_jobs
+
+    return dry_run_jobs(repo_copy)
+
+
+@pytest.fixture(scope="session")
 def tiny_study(tmp_path_factory) -> Path:
     """A copy of the repository with the reduced study (tests/configs/tiny.yaml) run to completion."""
     from helpers import copy_repo, snakemake
 
     repo = copy_repo(tmp_path_factory.mktemp("tiny_study"))
-    snakemake(repo, "--cores", "2", "--configfile", "tests/configs/tiny.yaml")
+    snakemake(repo, "--cores", "2", "--configfile", TINY)
     return repo

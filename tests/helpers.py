@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+TINY = "tests/configs/tiny.yaml"  # the reduced study's config overlay, relative to a repository copy
 WORDS = ("the a of in is was river lake mountain sea city capital north south east west largest deepest "
          "longest highest world country flows into through which what where does planet star sun moon "
          "law court food bread salt heart blood ? . ,").split()
@@ -32,6 +33,13 @@ def tiny_train_settings(**overrides) -> dict:
                 "threads": 1, "log_every": 2}
     settings.update(overrides)
     return settings
+
+
+def flip_one_byte(path: Path) -> None:
+    """Flip the lowest bit of the middle byte of a file (same size, other content)."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
 
 
 def copy_repo(dest: Path) -> Path:

@@ -5,40 +5,28 @@ import shutil
 
 import pytest
 
-from anchormask import adapters, config, generation, train
+from anchormask import adapters, generation
 from anchormask.probes import lora
 from anchormask import backbone as bb
 from anchormask.checksum import file_sha256
 from anchormask.io import InputError
-from helpers import tiny_train_settings
+from helpers import flip_one_byte
+
+pytestmark = pytest.mark.unit
 
 WEIGHTS = "adapter_model.safetensors"
 
 
-@pytest.fixture(scope="module")
-def trained(tiny_model_dir, tiny_pairs, tmp_path_factory):
-    out = tmp_path_factory.mktemp("adapters") / "anchor_full_n6_s2_seed42"
-    train.train(str(tiny_model_dir), "f" * 64, str(tiny_pairs), config.AdapterJob("anchor", "full", 6, 2, 42),
-                tiny_train_settings(), str(out))
-    return out
-
-
 @pytest.fixture
-def adapter(trained, tmp_path):
-    return shutil.copytree(trained, tmp_path / "results" / "adapters" / trained.name)
+def adapter(trained_adapter, tmp_path):
+    return shutil.copytree(trained_adapter, tmp_path / "results" / "adapters" / trained_adapter.name)
 
 
-def flip_one_byte(path):
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0x01
-    path.write_bytes(bytes(data))
-
-
-def test_training_records_the_hash_of_the_files_peft_loads(trained):
-    record = json.loads((trained / "provenance.json").read_text())
-    assert record["files"] == {name: file_sha256(trained / name) for name in adapters.HASHED_FILES}
-    assert adapters.problems(trained) == []
-    assert adapters.verify(trained)["job"]["id"] == trained.name
+def test_training_records_the_hash_of_the_files_peft_loads(trained_adapter):
+    record = json.loads((trained_adapter / "provenance.json").read_text())
+    assert record["files"] == {name: file_sha256(trained_adapter / name) for name in adapters.HASHED_FILES}
+    assert adapters.problems(trained_adapter) == []
+    assert adapters.verify(trained_adapter)["job"]["id"] == trained_adapter.name
 
 
 @pytest.mark.parametrize("damage,expected", [

@@ -26,9 +26,8 @@ import pytest
 from anchormask import audit
 from anchormask.checksum import directory_sha256, file_sha256
 from anchormask.cli import main as cli
-from helpers import snakemake, snakemake_cli
+from helpers import TINY, flip_one_byte, snakemake, snakemake_cli
 
-TINY = "tests/configs/tiny.yaml"
 ANCHOR_LR = "train: {overrides: {anchor: {lr: 0.02}}}\n"
 GENERATION_STEPS = "generation: {steps: 2}\n"
 # Rules that read neither generations nor anything made from them.
@@ -100,6 +99,12 @@ class Rerun:
 
 
 @pytest.fixture(scope="module")
+def every_job(tiny_study) -> dict[str, int]:
+    """Rule -> job count of the whole DAG of the tiny study (a --forceall dry run; it changes nothing)."""
+    return counts(dry_run(tiny_study, "--forceall"))
+
+
+@pytest.fixture(scope="module")
 def anchor_rerun(tiny_study, tmp_path_factory) -> Rerun:
     tmp = tmp_path_factory.mktemp("anchor_rerun")
     repo = copy_study(tiny_study, tmp / "repo")
@@ -112,6 +117,7 @@ def anchor_rerun(tiny_study, tmp_path_factory) -> Rerun:
     return Rerun(repo, lr, planned, before, audit.build_manifest("results", repo), seconds)
 
 
+@pytest.mark.unit
 def test_manifest_and_compare_on_a_synthetic_tree(tmp_path, capsys):
     """Fast: metadata decoding, directory outputs as one entry, volatile logs, the CLI."""
     (tmp_path / "results/adapters/a1").mkdir(parents=True)
@@ -172,6 +178,7 @@ def _synthetic_study(root: Path) -> tuple[str, str]:
     return adapter, retrieval
 
 
+@pytest.mark.unit
 def test_audit_check_reports_missing_and_altered_intermediates(tmp_path, capsys):
     """Fast: a deleted or altered adapter and a changed input, with the outputs built from them."""
     adapter, retrieval = _synthetic_study(tmp_path)
@@ -205,13 +212,12 @@ def test_1_second_dry_run_has_nothing_to_do(tiny_study, tmp_path):
 
 
 @pytest.mark.slow
-def test_2_generation_steps_reruns_generation_and_downstream_not_training(tiny_study, tmp_path):
+def test_2_generation_steps_reruns_generation_and_downstream_not_training(tiny_study, every_job, tmp_path):
     repo = copy_study(tiny_study, tmp_path / "repo")
     start = time.monotonic()
     jobs = dry_run(repo, overlay(tmp_path, "steps.yaml", GENERATION_STEPS))
     report("2 generation.steps", jobs, time.monotonic() - start)
-    every = counts(dry_run(repo, "--forceall"))
-    assert counts(jobs) == {rule: n for rule, n in every.items() if rule not in UPSTREAM_OF_GENERATION | {"all"}}
+    assert counts(jobs) == {rule: n for rule, n in every_job.items() if rule not in UPSTREAM_OF_GENERATION | {"all"}}
     for job in jobs:  # the sampler params changed, or an input did
         assert job.reason.startswith(("Params have changed", "Input files updated by another job")), job
     assert all(j.reason.startswith("Params have changed") for j in jobs if j.rule.startswith("generate_"))
@@ -263,29 +269,30 @@ def test_5_outputs_not_downstream_of_the_change_keep_their_bytes(anchor_rerun, t
                if p.startswith("results/adapters/anchor_"))  # a new lr really trains new weights
 
 
-def _kill_inside_training(repo: Path, args: list[str]) -> str:
-    """Run snakemake and SIGKILL its whole process group once a training job is inside training.
+PAUSE_HOOK = Path(__file__).resolve().parent / "pause_hook"  # its sitecustomize.py says how it works
 
-    A training log is truncated when its job starts; it names the backbone once the model is
-    loaded, and "(100%)" once the last step is done. Between the two the job is training.
+
+def _kill_inside_training(repo: Path, args: list[str], pause_dir: Path) -> str:
+    """Run snakemake and SIGKILL its whole process group while a training job is inside training.
+
+    No race: with tests/pause_hook first on PYTHONPATH, the first training job to log a progress
+    line before its last step (train.log_every) names itself in ``pause_dir`` and stops there.
     """
-    proc = subprocess.Popen(snakemake_cli(*args), cwd=repo, env={**os.environ, "PYTHONHASHSEED": "0"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    victim = None
+    pause_dir.mkdir()
+    env = {**os.environ, "PYTHONHASHSEED": "0", "ANCHORMASK_PAUSE_DIR": str(pause_dir),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(PAUSE_HOOK), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen(snakemake_cli(*args), cwd=repo, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
-        while victim is None and time.monotonic() < deadline and proc.poll() is None:
-            for log in (repo / "results/logs/train").glob("anchor_*.log"):
-                text = log.read_text()
-                if "anchormask.backbone: backbone" in text and "(100%)" not in text:
-                    victim = log.stem
-                    break
-            time.sleep(0.01)
+        while not (paused := sorted(p.name for p in pause_dir.iterdir() if not p.name.endswith(".tmp"))):
+            assert proc.poll() is None, f"snakemake ended ({proc.returncode}) before a training job paused"
+            assert time.monotonic() < deadline, "no training job paused within 600 s"
+            time.sleep(0.2)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
-    assert victim is not None, "no training job was caught inside training"
-    return victim
+    return paused[0]
 
 
 @pytest.mark.slow
@@ -294,10 +301,11 @@ def test_6_training_killed_by_sigkill_leaves_nothing_complete_and_resumes_identi
     repo = copy_study(tiny_study, tmp_path / "repo")
     args = ["--cores", "2", "--configfile", TINY, anchor_rerun.overlay]
     start = time.monotonic()
-    victim = _kill_inside_training(repo, args)
+    victim = _kill_inside_training(repo, args, tmp_path / "paused")
     adapters = repo / "results/adapters"
     left = sorted(p.name for p in adapters.iterdir() if victim in p.name)
     print(f"\n[audit] 6 SIGKILL inside training of {victim}: left {left}")
+    assert victim.startswith("anchor_")  # the change retrains only the anchor adapters
     assert not (adapters / victim).exists()
     assert all(name.startswith(".tmp-") for name in left)
     # The README's sequence after an interrupted run: --unlock, then the same command with --rerun-incomplete.
@@ -331,11 +339,12 @@ MODULE_EDITS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("module", sorted(MODULE_EDITS))
-def test_7_a_module_edit_plans_exactly_the_rules_that_import_it_and_their_downstream(tiny_study, tmp_path, module):
+def test_7_a_module_edit_plans_exactly_the_rules_that_import_it_and_their_downstream(tiny_study, every_job, tmp_path,
+                                                                                     module):
     repo = copy_study(tiny_study, tmp_path / "repo")
     importing, planned = MODULE_EDITS[module]
     if isinstance(planned, tuple):
-        planned = set(counts(dry_run(repo, "--forceall"))) - planned[1]
+        planned = set(every_job) - planned[1]
     source = repo / "src" / "anchormask" / module
     source.write_text(source.read_text() + "\n# edited\n")
     start = time.monotonic()
@@ -380,10 +389,7 @@ def test_8_a_deleted_adapter_is_reported_by_the_audit_and_its_fix_works(tiny_stu
 def test_9_a_flipped_byte_stops_generation_naming_the_adapter_and_the_fix_works(tiny_study, tmp_path):
     repo = copy_study(tiny_study, tmp_path / "repo")
     before = audit.build_manifest("results", repo)
-    weights = repo / SWEEP_ADAPTER / "adapter_model.safetensors"
-    data = bytearray(weights.read_bytes())
-    data[len(data) // 2] ^= 0x01
-    weights.write_bytes(bytes(data))
+    flip_one_byte(repo / SWEEP_ADAPTER / "adapter_model.safetensors")
     proc = snakemake(repo, "--cores", "1", "--configfile", TINY, "--forcerun", SWEEP_GENERATION, SWEEP_GENERATION,
                      check=False)
     log = (repo / "results/logs/generate/sweep_anchor_n8_s3.log").read_text()

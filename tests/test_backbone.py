@@ -6,20 +6,19 @@ from anchormask import backbone as bb
 from anchormask import families
 from helpers import REPO
 
-
-@pytest.fixture(scope="module")
-def tiny(tiny_model_dir):
-    return bb.load_backbone(tiny_model_dir, runtime=bb.pick_runtime("cpu"))
+pytestmark = pytest.mark.unit
 
 
-def test_tiny_bert_is_detected_and_its_projections_named(tiny):
+def test_tiny_bert_is_detected_and_its_projections_named(tiny_backbone):
+    tiny, _ = tiny_backbone
     assert tiny.family.name == "bert" and tiny.mask_token_id == tiny.tokenizer.mask_token_id
     assert len(tiny.projection_modules("full")) == 8
     assert all(n.endswith(("value", "output.dense")) for n in tiny.projection_modules("vo"))
     assert len(tiny.projection_modules("qk")) == 4
 
 
-def test_split_head_gives_the_same_logits_as_the_full_model(tiny):
+def test_split_head_gives_the_same_logits_as_the_full_model(tiny_backbone):
+    tiny, _ = tiny_backbone
     ids = torch.tensor([[2, 10, 11, 4, 4, 3]])
     attention = torch.ones_like(ids)
     with torch.no_grad():

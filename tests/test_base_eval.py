@@ -3,14 +3,9 @@
 import pytest
 from transformers import AutoTokenizer
 
-from anchormask import backbone as bb
 from anchormask import base_eval, generation
 
-
-@pytest.fixture(scope="module")
-def tiny_backbone(tiny_model_dir):
-    runtime = bb.pick_runtime("cpu")
-    return bb.load_backbone(tiny_model_dir, runtime=runtime), runtime
+pytestmark = pytest.mark.unit
 
 
 def test_masked_scores_count_the_masked_tokens_and_repeat_with_the_seed(tiny_backbone):

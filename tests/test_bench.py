@@ -17,6 +17,8 @@ from bench.common import Line
 from bench.reference import reference_train_step
 from helpers import tiny_train_settings
 
+pytestmark = pytest.mark.unit
+
 PAIRS = [("Which river flows into the sea?", "The river flows north into the sea."),
          ("What is the deepest lake?", "The deepest lake in the world is in the north of the country."),
          ("Where is the capital?", "The capital is in the south.")]
@@ -29,14 +31,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_model_dir):
-    runtime = bb.pick_runtime("cpu")
-    backbone = bb.load_backbone(tiny_model_dir, runtime=runtime)
-    backbone.model.eval()
-    return backbone, runtime
 
 
 def encoded(backbone):
@@ -70,8 +64,8 @@ def test_flop_counts_match_torch_flop_counter(tiny_model_dir):
 
 
 @pytest.mark.parametrize("strategy", ["anchor", "random"])
-def test_reference_train_step_computes_the_project_loss(tiny, strategy):
-    backbone, runtime = tiny
+def test_reference_train_step_computes_the_project_loss(tiny_backbone, strategy):
+    backbone, runtime = tiny_backbone
     batch = encoded(backbone)
     width = max(len(e.input_ids) for e in batch)  # L = the batch's longest: both draw the same mask
     settings = tiny_train_settings()
@@ -85,8 +79,8 @@ def test_reference_train_step_computes_the_project_loss(tiny, strategy):
     assert torch.allclose(loss, ref, atol=1e-5, rtol=1e-5)
 
 
-def test_reference_train_step_pads_to_the_configured_length(tiny):
-    backbone, _ = tiny
+def test_reference_train_step_pads_to_the_configured_length(tiny_backbone):
+    backbone, _ = tiny_backbone
     seen = {}
 
     def spy(input_ids, attention_mask):

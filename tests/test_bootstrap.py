@@ -9,6 +9,8 @@ from scipy import stats
 from anchormask import bootstrap, pairwise, signflip
 from anchormask.io import InputError
 
+pytestmark = pytest.mark.unit
+
 
 def rng(seed=0):
     return np.random.default_rng(seed)

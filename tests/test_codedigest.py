@@ -6,6 +6,8 @@ import pytest
 from anchormask import codedigest
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 SCRIPTS = REPO / "workflow" / "scripts"
 PACKAGE = REPO / "src" / "anchormask"
 

@@ -4,6 +4,8 @@ from anchormask import data, io
 from anchormask.pretrain_text import lowercase_alnum_words
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 HELD_OUT = ["astronomy", "medicine", "law", "culinary"]
 
 

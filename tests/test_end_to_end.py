@@ -7,18 +7,14 @@ import pytest
 import yaml
 
 from anchormask import data
-from helpers import dry_run_jobs, snakemake
+from helpers import TINY, snakemake
 
 pytestmark = pytest.mark.slow
 
 
-def records(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 def test_every_arm_answers_every_query_with_the_anchor_locked(tiny_study):
     cfg = yaml.safe_load((tiny_study / "config.yaml").read_text())
-    tiny = yaml.safe_load((tiny_study / "tests" / "configs" / "tiny.yaml").read_text())
+    tiny = yaml.safe_load((tiny_study / TINY).read_text())
     per_domain = tiny["data"]["max_queries_per_domain"]
     rows = data.load_generations(tiny_study / "results" / "generations" / "all.jsonl")
     held_out = len(cfg["data"]["held_out"])
@@ -57,7 +53,7 @@ def test_headline_figures_and_report_exist(tiny_study):
     assert "indomain_anchor_vs_random" not in both
     samples = (tiny_study / "results" / "tables" / "samples.md").read_text()
     assert samples.count("\n## ") == 2 * 5 and "| random-qk |" in samples
-    snakemake(tiny_study, "--configfile", "tests/configs/tiny.yaml", "--report", "results/report.html")
+    snakemake(tiny_study, "--configfile", TINY, "--report", "results/report.html")
     html = (tiny_study / "results" / "report.html").read_text(errors="replace")
     assert "sweep.png" in html and "headline.md" in html and "samples.md" in html
     # the landing page is the study on one page, sections in order
@@ -71,13 +67,12 @@ def test_statistics_samples_and_page_rebuild_byte_identical(tiny_study):
                "results/stats/comparisons_alt.parquet",
                "results/tables/headline.md", "results/tables/samples.md", "results/report/paper.html"]
     before = {o: (tiny_study / o).read_bytes() for o in outputs}
-    snakemake(tiny_study, "--cores", "2", "--configfile", "tests/configs/tiny.yaml", "--forcerun", "statistics",
+    snakemake(tiny_study, "--cores", "2", "--configfile", TINY, "--forcerun", "statistics",
               "samples", "--", "results/report/paper.html")
     assert {o: (tiny_study / o).read_bytes() for o in outputs} == before
 
 
-def test_nothing_left_to_do_and_no_temporary_leftovers(tiny_study):
-    assert dry_run_jobs(tiny_study, "--configfile", "tests/configs/tiny.yaml") == {}
+def test_no_temporary_leftovers(tiny_study):  # nothing left to do: tests/test_audit.py, scenario 1
     leftovers = [p for p in (tiny_study / "results").rglob(".tmp-*")]
     assert leftovers == []
 
@@ -93,6 +88,6 @@ def test_adapter_provenance_records_seed_versions_and_base(tiny_study):
 def test_regenerating_gives_byte_identical_jsonl(tiny_study):
     target = tiny_study / "results" / "generations" / "all.jsonl"
     before = target.read_bytes()
-    snakemake(tiny_study, "--cores", "2", "--configfile", "tests/configs/tiny.yaml", "--forcerun", "generate_arm",
+    snakemake(tiny_study, "--cores", "2", "--configfile", TINY, "--forcerun", "generate_arm",
               "--", "results/generations/all.jsonl")
     assert target.read_bytes() == before

@@ -2,9 +2,12 @@
 
 import re
 
+import pytest
 import yaml
 
 from helpers import REPO
+
+pytestmark = pytest.mark.unit
 
 
 def pins(path):

@@ -17,6 +17,8 @@ from anchormask.probes import attention
 from helpers import tiny_train_settings
 from tiny_families import BUILDERS, DREAM, FAMILIES, LLADA, REMOTE, build_llada, remote_code_runs
 
+pytestmark = pytest.mark.unit
+
 CPU = bb.pick_runtime("cpu")
 needs_remote = pytest.mark.skipif(not remote_code_runs(), reason="remote code needs transformers 4.x "
                                   "(.venv-remote, envs/requirements-remote.txt)")

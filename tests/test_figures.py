@@ -1,6 +1,5 @@
 import logging
 import runpy
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,8 +9,10 @@ import pytest
 from anchormask import tables
 from anchormask.reporting import figures
 from anchormask.io import InputError
+from helpers import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.unit
+
 ARMS = {"base": (None, None), "anchor": ("anchor", "full"), "random": ("random", "full"),
         "reverse": ("reverse", "full"), "anchor-vo": ("anchor", "vo"), "anchor-qk": ("anchor", "qk"),
         "random-vo": ("random", "vo"), "random-qk": ("random", "qk")}
@@ -133,7 +134,7 @@ def test_figure_script_reads_parquet(tmp_path):
         smk = SimpleNamespace(input=[str(table)], output=SimpleNamespace(pdf=str(tmp_path / "f.pdf"),
                               png=str(tmp_path / "f.png")), params=SimpleNamespace(which="ablation",
                               settings='{"resamples":300,"seed":4}'), log=[str(tmp_path / "f.log")])
-        runpy.run_path(str(ROOT / "workflow/scripts/figure.py"), init_globals={"snakemake": smk}, run_name="__main__")
+        runpy.run_path(str(REPO / "workflow/scripts/figure.py"), init_globals={"snakemake": smk}, run_name="__main__")
     finally:
         for h in root.handlers:
             if h not in saved[0]:

@@ -2,17 +2,11 @@ import json
 
 import pytest
 
-from anchormask import config, data, generation, retrieval, sampler, train
-from helpers import REPO, tiny_train_settings
+from anchormask import data, generation, retrieval, sampler
+from anchormask.io import InputError
+from helpers import REPO
 
-
-@pytest.fixture(scope="module")
-def retrieved(tmp_path_factory):
-    out = tmp_path_factory.mktemp("retrieval") / "law.jsonl"
-    queries = data.load_queries(REPO / "data" / "queries" / "law.jsonl", 3)
-    rows = retrieval.retrieve(queries, data.load_corpus(REPO / "data" / "corpora" / "law.jsonl"), k1=1.5, b=0.75)
-    out.write_text("".join(json.dumps({"domain": "law", "split": "held_out", "query_set": "main", **r}) + "\n" for r in rows))
-    return out
+pytestmark = pytest.mark.unit
 
 
 def test_retrieval_finds_the_gold_statement_and_is_deterministic():
@@ -23,17 +17,16 @@ def test_retrieval_finds_the_gold_statement_and_is_deterministic():
     assert sum(r["hit"] for r in first) >= 10
 
 
-def test_arm_records_follow_the_schema_and_name_their_adapter(tiny_model_dir, tiny_pairs, retrieved, tmp_path):
-    adapter = tmp_path / "anchor_full_n6_s2_seed42"
-    train.train(str(tiny_model_dir), "f" * 64, str(tiny_pairs), config.AdapterJob("anchor", "full", 6, 2, 42),
-                tiny_train_settings(), str(adapter))
+def test_arm_records_follow_the_schema_and_name_their_adapter(tiny_model_dir, trained_adapter, law_retrieval,
+                                                              tmp_path):
+    adapter = trained_adapter  # anchor_full_n6_s2_seed42
     base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "trust_remote_code": False, "device": "cpu"}
     settings = sampler.SamplerSettings(answer_len=24, steps=4)
     for arm, adapters in (("base", []), ("anchor", [str(adapter)])):
         out = tmp_path / f"{arm}.jsonl"
         n = generation.run_arm(arm=arm, strategy=None if arm == "base" else "anchor",
                                targets=None if arm == "base" else "full", adapters=adapters,
-                               retrieval_files=[str(retrieved)], out=str(out), base=base, settings=settings,
+                               retrieval_files=[str(law_retrieval)], out=str(out), base=base, settings=settings,
                                threads=1)
         rows = data.load_generations(out)
         assert n == len(rows) == 3
@@ -49,20 +42,20 @@ def test_arm_records_follow_the_schema_and_name_their_adapter(tiny_model_dir, ti
             assert rows[0]["adapter_id"] is None and rows[0]["train_size"] is None
 
 
-def test_missing_adapter_is_named_before_generation(tiny_model_dir, retrieved, tmp_path):
+def test_missing_adapter_is_named_before_generation(tiny_model_dir, law_retrieval, tmp_path):
     base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "device": "cpu"}
-    with pytest.raises(Exception, match="empty: adapter_config.json is missing.*--forcerun"):
-        (tmp_path / "empty").mkdir()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="empty: adapter_config.json is missing.*--forcerun"):
         generation.run_arm(arm="anchor", strategy="anchor", targets="full", adapters=[str(tmp_path / "empty")],
-                           retrieval_files=[str(retrieved)], out=str(tmp_path / "x.jsonl"), base=base,
+                           retrieval_files=[str(law_retrieval)], out=str(tmp_path / "x.jsonl"), base=base,
                            settings=sampler.SamplerSettings(answer_len=16, steps=2), threads=1)
     assert not (tmp_path / "x.jsonl").exists()
 
 
-def test_a_truncated_anchor_is_logged(tiny_model_dir, retrieved, tmp_path, caplog):
+def test_a_truncated_anchor_is_logged(tiny_model_dir, law_retrieval, tmp_path, caplog):
     base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "device": "cpu"}
     caplog.set_level("WARNING", logger="anchormask.generation")
-    generation.run_arm(arm="base", strategy=None, targets=None, adapters=[], retrieval_files=[str(retrieved)],
+    generation.run_arm(arm="base", strategy=None, targets=None, adapters=[], retrieval_files=[str(law_retrieval)],
                        out=str(tmp_path / "g.jsonl"), base=base, settings=sampler.SamplerSettings(answer_len=4, steps=2),
                        threads=1)
     rows = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]

@@ -7,6 +7,8 @@ from hypothesis import given, settings, strategies as st
 from anchormask import masking
 from anchormask.masking import ANSWER, PAD, QUESTION, SPECIAL
 
+pytestmark = pytest.mark.unit
+
 
 def random_classes(gen: torch.Generator, batch: int = 6, length: int = 30) -> torch.Tensor:
     """[CLS] Q.. [SEP] A.. [SEP] PAD.. with random lengths per row."""

@@ -9,6 +9,8 @@ from transformers import AutoTokenizer
 
 from anchormask import io, pretrain
 
+pytestmark = pytest.mark.unit
+
 LINES = ["the river flows into the sea", "the sea", "the deepest lake of the world is in the north",
          "the sun is a star", "the moon is a planet of the sun", "which city is the capital of the country",
          "the law court is in the city", "bread and salt are food"] * 4
@@ -55,20 +57,45 @@ def test_schedule_warms_up_holds_then_decays_to_zero():
     assert factors[7:] == [0.75, 0.5, 0.25, 0.0]
 
 
-def test_loss_is_zero_not_nan_when_nothing_is_masked_and_positive_otherwise(tiny_model_dir, tok):
+def test_loss_is_the_mean_cross_entropy_over_the_masked_real_tokens_only(tiny_model_dir, tok):
     from transformers import AutoModelForMaskedLM
 
-    model = AutoModelForMaskedLM.from_pretrained(tiny_model_dir)
+    model = AutoModelForMaskedLM.from_pretrained(tiny_model_dir)  # eval mode: no dropout
     ids, attention = pretrain.pad_batch(pretrain.encode_sequences(LINES[:4], tok, settings(pair_share=0)),
                                         tok.pad_token_id)
     special = torch.tensor(tok.all_special_ids)
-    everything = torch.arange(200)
-    none = pretrain.diffusion_loss(model, ids, attention, tok.mask_token_id, everything, settings(),
+    real = attention.bool() & ~torch.isin(ids, special)  # not [CLS], [SEP] or padding
+    assert (~attention.bool()).any() and real.any()  # the batch has padding to leave out
+
+    def loss(ids, attention, seed=0, **overrides):
+        return pretrain.diffusion_loss(model, ids, attention, tok.mask_token_id, special, settings(**overrides),
+                                       torch.Generator().manual_seed(seed))
+
+    # Nothing maskable: zero, not NaN (and still a graph to backpropagate).
+    none = pretrain.diffusion_loss(model, ids, attention, tok.mask_token_id, torch.arange(200), settings(),
                                    torch.Generator().manual_seed(0))
-    assert none.item() == 0.0
-    some = pretrain.diffusion_loss(model, ids, attention, tok.mask_token_id, special, settings(min_mask_ratio=0.9),
-                                   torch.Generator().manual_seed(0))
-    assert some.item() > 1.0
+    assert none.item() == 0.0 and none.requires_grad
+    # Ratio t = 1: every real token is masked and no special one.
+    _, masked = pretrain.mask_batch(ids, torch.tensor(1.0), tok.mask_token_id, special, torch.Generator())
+    assert torch.equal(masked, real)
+    # At a ratio below 1: the mean cross-entropy of the model's predictions at the masked positions,
+    # against the original tokens, computed here from the whole forward pass.
+    gen = torch.Generator().manual_seed(3)
+    t = 0.5 + 0.5 * torch.rand(ids.shape[0], 1, generator=gen)
+    noisy, masked = pretrain.mask_batch(ids, t, tok.mask_token_id, special, gen)
+    assert masked.any() and (real & ~masked).any()
+    logits = model(input_ids=noisy, attention_mask=attention).logits
+    by_hand = torch.nn.functional.cross_entropy(logits[masked], ids[masked])
+    assert torch.allclose(loss(ids, attention, seed=3, min_mask_ratio=0.5), by_hand, atol=1e-6)
+    # With every real token masked the input is fixed, so only the targets differ below:
+    full = loss(ids, attention, min_mask_ratio=1.0)
+    row, col = real.nonzero()[0].tolist()
+    other = ids.clone()
+    other[row, col] = next(i for i in range(len(tok)) if i not in tok.all_special_ids and i != ids[row, col])
+    assert not torch.allclose(loss(other, attention, min_mask_ratio=1.0), full)  # a masked real token counts
+    padded = torch.cat([ids, torch.full((ids.shape[0], 5), tok.pad_token_id)], 1)
+    wider = torch.cat([attention, torch.zeros(ids.shape[0], 5, dtype=attention.dtype)], 1)
+    assert torch.allclose(loss(padded, wider, min_mask_ratio=1.0), full, atol=1e-6)  # more padding: no change
 
 
 def test_an_interrupted_run_resumes_to_the_same_weights(tmp_path):

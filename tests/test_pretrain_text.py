@@ -9,6 +9,8 @@ import pytest
 from anchormask import pretrain_text as pt
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 GCIDE_SAMPLE = '''
 00-database-short
    The Collaborative International Dictionary of English v.0.48

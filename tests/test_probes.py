@@ -14,6 +14,8 @@ from anchormask.reporting import probe_figures, probe_markdown
 from anchormask.io import InputError
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 # --------------------------------------------------------------------------- attention mass
 
 
@@ -86,24 +88,13 @@ def test_observation_masks_follow_the_slot_layout():
     assert answer[1].nonzero().flatten().tolist() == [3, 4, 5, 6]
 
 
-@pytest.fixture(scope="module")
-def retrieved_file(tmp_path_factory):
-    from anchormask import data, retrieval
-
-    out = tmp_path_factory.mktemp("retrieval") / "law.jsonl"
-    queries = data.load_queries(REPO / "data" / "queries" / "law.jsonl", 2)
-    rows = retrieval.retrieve(queries, data.load_corpus(REPO / "data" / "corpora" / "law.jsonl"), k1=1.5, b=0.75)
-    out.write_text("".join(json.dumps({"domain": "law", "split": "held_out", "query_set": "main", **r}) + "\n" for r in rows))
-    return out
-
-
-def test_attention_probe_on_a_tiny_model_gives_probabilities(tiny_model_dir, retrieved_file, tmp_path):
+def test_attention_probe_on_a_tiny_model_gives_probabilities(tiny_model_dir, law_retrieval, tmp_path):
     base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "trust_remote_code": False, "device": "cpu"}
     settings = sampler.SamplerSettings(answer_len=12, steps=3)
     df = attention.attention_table([{"arm": "base", "strategy": None, "targets": None, "adapters": []}],
-                                [str(retrieved_file)], base, settings)
+                                [str(law_retrieval)], base, settings)
     assert len(df) == 2 * 2 * 2  # layers x heads x targets of the tiny BERT
-    assert set(df["target"]) == {"prefix", "anchor"} and (df["queries"] == 2).all()
+    assert set(df["target"]) == {"prefix", "anchor"} and (df["queries"] == 3).all()
     assert ((df["mass"] > 0) & (df["mass"] <= 1)).all()
     total = df.groupby(["layer", "head"])["mass"].sum()
     assert (total <= 1 + 1e-9).all() and (total > 0).all()
@@ -115,7 +106,7 @@ def test_attention_probe_on_a_tiny_model_gives_probabilities(tiny_model_dir, ret
     assert (tmp_path / "a.png").stat().st_size > 1000
 
 
-def test_attention_probe_states_unavailability_instead_of_failing(tiny_model_dir, retrieved_file, tmp_path,
+def test_attention_probe_states_unavailability_instead_of_failing(tiny_model_dir, law_retrieval, tmp_path,
                                                                     monkeypatch):
     def refuse(backbone, *args):
         raise attention.AttentionUnavailable("no probabilities from this model")
@@ -123,7 +114,7 @@ def test_attention_probe_states_unavailability_instead_of_failing(tiny_model_dir
     monkeypatch.setattr(attention, "attention_forward", refuse)
     base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "trust_remote_code": False, "device": "cpu"}
     df = attention.attention_table([{"arm": "base", "strategy": None, "targets": None, "adapters": []}],
-                                [str(retrieved_file)], base, sampler.SamplerSettings(answer_len=12, steps=3))
+                                [str(law_retrieval)], base, sampler.SamplerSettings(answer_len=12, steps=3))
     assert df.empty and df.attrs["anchormask"]["not_available"] == {"base": "no probabilities from this model"}
     tables.write_parquet(df, tmp_path / "a.parquet", attention.ATTENTION_SCHEMA)
     back = tables.read_parquet(tmp_path / "a.parquet")

@@ -1,14 +1,16 @@
 """The cluster profiles: slurm/ and slurm/nogpu/ differ only in the GPU requests."""
 
+import pytest
 import yaml
 
-from helpers import REPO, copy_repo, dry_run_jobs
+from helpers import REPO, dry_run_jobs
 
 
 def load(path):
     return yaml.safe_load((REPO / path).read_text())
 
 
+@pytest.mark.unit
 def test_profiles_agree_except_gpu():
     gpu, nogpu = load("slurm/config.yaml"), load("slurm/nogpu/config.yaml")
     gpu_rules = gpu.pop("set-resources", {})
@@ -20,6 +22,6 @@ def test_profiles_agree_except_gpu():
     assert gpu["executor"] == "slurm" and gpu["retries"] >= 1
 
 
-def test_slurm_profile_resolves_and_builds_the_whole_dag(tmp_path):
-    jobs = dry_run_jobs(copy_repo(tmp_path), "--profile", "slurm", "-j", "16")
-    assert jobs["train_adapter"] == 17 and jobs["generate_arm"] == 8
+@pytest.mark.workflow
+def test_slurm_profile_resolves_and_builds_the_whole_dag(repo_copy, default_dag):
+    assert dry_run_jobs(repo_copy, "--profile", "slurm", "-j", "16") == default_dag

@@ -1,6 +1,10 @@
 import logging
 
+import pytest
+
 from anchormask import progress
+
+pytestmark = pytest.mark.unit
 
 
 def test_a_resumed_loop_reports_the_rate_and_eta_of_the_steps_since_it_resumed(monkeypatch, caplog):

@@ -6,6 +6,8 @@ import pytest
 
 from anchormask import quality
 
+pytestmark = pytest.mark.unit
+
 VOCAB = frozenset("the nile flows north into the mediterranean sea".split())
 
 

@@ -3,6 +3,10 @@
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 
 def test_uncaught_exception_lands_in_the_job_log(tmp_path):
     log = tmp_path / "logs" / "job.log"

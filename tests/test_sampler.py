@@ -1,9 +1,10 @@
 import pytest
 
-from anchormask import backbone as bb
 from anchormask import generation, layout, sampler
 from anchormask.io import InputError
 from bench.reference import num_transfer_tokens, reference_generate
+
+pytestmark = pytest.mark.unit
 
 QUESTIONS = ["Which river flows into the sea?", "What is the deepest lake?", "Where is the capital city?",
              "Which planet is the largest?"]
@@ -13,33 +14,18 @@ ANCHORS = ["the river flows north", "the deepest lake is in the north of the wor
 LONG_ANCHORS = [*ANCHORS[:3], "the largest planet of the sun is in the east of the world and the west of the sea"]
 
 
-@pytest.fixture(scope="module")
-def tiny(tiny_model_dir):
-    runtime = bb.pick_runtime("cpu")
-    backbone = bb.load_backbone(tiny_model_dir, runtime=runtime)
-    backbone.model.eval()
-    return backbone, runtime
-
-
 def requests(backbone, n=4):
     tok = backbone.tokenizer
     return [sampler.Request(f"q{i}", layout.prompt_ids(tok, q), layout.anchor_ids(tok, a))
             for i, (q, a) in enumerate(zip(QUESTIONS[:n], ANCHORS[:n]))]
 
 
-@pytest.mark.parametrize("masked,steps", [(10, 4), (3, 8), (16, 16), (0, 4), (7, 1)])
-def test_schedule_commits_every_masked_position_within_the_steps(masked, steps):
-    schedule = sampler.transfer_schedule(masked, steps)
-    assert sum(schedule) == masked and len(schedule) <= steps
-    assert all(n >= 1 for n in schedule) and max(schedule, default=0) - min(schedule, default=0) <= 1
-
-
 @pytest.mark.parametrize("spec", [
     {}, {"temperature": 1.0}, {"remasking": "random"}, {"decoding": "threshold", "threshold": 0.5},
     {"extra_masks": 5},
 ])
-def test_locked_anchor_survives_and_no_mask_is_left(tiny, spec):
-    backbone, runtime = tiny
+def test_locked_anchor_survives_and_no_mask_is_left(tiny_backbone, spec):
+    backbone, runtime = tiny_backbone
     settings = sampler.SamplerSettings(answer_len=16, steps=4, **spec)
     reqs = requests(backbone)
     results = sampler.generate(backbone, runtime, reqs, settings)
@@ -51,8 +37,8 @@ def test_locked_anchor_survives_and_no_mask_is_left(tiny, spec):
         assert res.forward_passes >= 1
 
 
-def test_fixed_decoding_uses_the_configured_steps_and_threshold_no_more(tiny):
-    backbone, runtime = tiny
+def test_fixed_decoding_uses_the_configured_steps_and_threshold_no_more(tiny_backbone):
+    backbone, runtime = tiny_backbone
     reqs = requests(backbone)
     fixed = sampler.generate(backbone, runtime, reqs, sampler.SamplerSettings(answer_len=20, steps=5))
     assert [r.forward_passes for r in fixed] == [5, 5, 5, 5]
@@ -61,8 +47,8 @@ def test_fixed_decoding_uses_the_configured_steps_and_threshold_no_more(tiny):
     assert all(r.forward_passes == 1 for r in fast)  # everything clears a 1% threshold at once
 
 
-def test_outputs_do_not_depend_on_batch_composition(tiny):
-    backbone, runtime = tiny
+def test_outputs_do_not_depend_on_batch_composition(tiny_backbone):
+    backbone, runtime = tiny_backbone
     reqs = requests(backbone)
     settings = sampler.SamplerSettings(answer_len=16, steps=4, temperature=0.7)
     together = sampler.generate(backbone, runtime, reqs, settings)
@@ -70,8 +56,8 @@ def test_outputs_do_not_depend_on_batch_composition(tiny):
     assert [r.slot_ids for r in together] == [r.slot_ids for r in alone]
 
 
-def test_same_seed_same_output_other_seed_other_output(tiny):
-    backbone, runtime = tiny
+def test_same_seed_same_output_other_seed_other_output(tiny_backbone):
+    backbone, runtime = tiny_backbone
     reqs = requests(backbone)
     make = lambda seed: [r.slot_ids for r in sampler.generate(
         backbone, runtime, reqs, sampler.SamplerSettings(answer_len=16, steps=4, temperature=2.0, seed=seed))]
@@ -79,8 +65,8 @@ def test_same_seed_same_output_other_seed_other_output(tiny):
     assert make(1) != make(2)
 
 
-def test_long_anchor_is_truncated_or_refused(tiny):
-    backbone, runtime = tiny
+def test_long_anchor_is_truncated_or_refused(tiny_backbone):
+    backbone, runtime = tiny_backbone
     long = sampler.Request("q-long", layout.prompt_ids(backbone.tokenizer, "what"), list(range(5, 25)))
     res = sampler.generate(backbone, runtime, [long], sampler.SamplerSettings(answer_len=8, steps=2))[0]
     assert res.anchor_truncated and res.locked == 7 and res.slot_ids[:7] == list(range(5, 12))
@@ -88,8 +74,8 @@ def test_long_anchor_is_truncated_or_refused(tiny):
         sampler.generate(backbone, runtime, [long], sampler.SamplerSettings(answer_len=8, long_anchor="fail"))
 
 
-def test_extra_masks_change_the_context_not_the_answer_length(tiny):
-    backbone, runtime = tiny
+def test_extra_masks_change_the_context_not_the_answer_length(tiny_backbone):
+    backbone, runtime = tiny_backbone
     reqs = requests(backbone)
     seen = []
     sampler.generate(backbone, runtime, reqs[:1], sampler.SamplerSettings(answer_len=10, steps=2, extra_masks=3),
@@ -107,8 +93,8 @@ def test_post_anchor_text_stops_at_the_end_of_answer_token():
     assert generation.post_anchor_ids(res, None) == [9, 3, 10, 11]
 
 
-def test_observer_sees_prefix_anchor_and_answer_positions(tiny):
-    backbone, runtime = tiny
+def test_observer_sees_prefix_anchor_and_answer_positions(tiny_backbone):
+    backbone, runtime = tiny_backbone
     reqs = requests(backbone, 2)
     seen = []
     sampler.generate(backbone, runtime, reqs, sampler.SamplerSettings(answer_len=12, steps=3), observer=seen.append)
@@ -119,8 +105,8 @@ def test_observer_sees_prefix_anchor_and_answer_positions(tiny):
         assert int(first.masked[row].sum()) == 12 - len(req.anchor_ids)
 
 
-def test_blocks_are_decoded_left_to_right_with_a_share_of_the_steps(tiny):
-    backbone, runtime = tiny
+def test_blocks_are_decoded_left_to_right_with_a_share_of_the_steps(tiny_backbone):
+    backbone, runtime = tiny_backbone
     req = sampler.Request("q", layout.prompt_ids(backbone.tokenizer, "what"), [10, 11])
     seen = []
     res = sampler.generate(backbone, runtime, [req], sampler.SamplerSettings(answer_len=12, steps=6, block_len=4),
@@ -135,8 +121,8 @@ def test_blocks_are_decoded_left_to_right_with_a_share_of_the_steps(tiny):
 # --------------------------------------------------------------------------- equivalence with LLaDA's generate()
 
 @pytest.mark.parametrize("answer_len,steps,block_len", [(16, 4, 0), (24, 8, 0), (12, 12, 0), (24, 6, 8), (32, 8, 8)])
-def test_reference_sampler_writes_the_project_samplers_tokens(tiny, answer_len, steps, block_len):
-    backbone, runtime = tiny
+def test_reference_sampler_writes_the_project_samplers_tokens(tiny_backbone, answer_len, steps, block_len):
+    backbone, runtime = tiny_backbone
     tok = backbone.tokenizer
     requests = [sampler.Request(f"q{i}", layout.prompt_ids(tok, q), layout.anchor_ids(tok, a))
                 for i, (q, a) in enumerate(zip(QUESTIONS, LONG_ANCHORS))]
@@ -153,10 +139,13 @@ def test_reference_sampler_writes_the_project_samplers_tokens(tiny, answer_len, 
         assert any(r.anchor_truncated for r in results)
 
 
-def test_llada_schedule_matches_the_projects_where_it_commits():
-    for masked, steps in [(10, 4), (3, 8), (16, 16), (47, 16)]:
-        schedule = [n for n in num_transfer_tokens(masked, steps) if n]
-        assert schedule == sampler.transfer_schedule(masked, steps)
+@pytest.mark.parametrize("masked,steps", [(10, 4), (3, 8), (16, 16), (47, 16), (0, 4), (7, 1)])
+def test_schedule_is_llada_s_without_its_empty_steps(masked, steps):
+    """LLaDA's quotas (masked // steps each, the remainder first) minus the steps that commit
+    nothing: every masked position is committed within the steps, at least one per step."""
+    schedule = sampler.transfer_schedule(masked, steps)
+    assert schedule == [n for n in num_transfer_tokens(masked, steps) if n]
+    assert sum(schedule) == masked and len(schedule) <= steps and all(n >= 1 for n in schedule)
 
 
 @pytest.mark.parametrize("spec,message", [
@@ -168,8 +157,8 @@ def test_block_arithmetic_that_does_not_divide_is_an_error(spec, message):
         sampler.SamplerSettings(**spec)
 
 
-def test_a_sequence_longer_than_the_model_allows_is_named_before_any_forward(tiny):
-    backbone, runtime = tiny  # max_position_embeddings 96
+def test_a_sequence_longer_than_the_model_allows_is_named_before_any_forward(tiny_backbone):
+    backbone, runtime = tiny_backbone  # max_position_embeddings 96
     reqs = requests(backbone)
     longest = max(reqs, key=lambda r: len(r.prompt_ids))
     fits = 96 - len(longest.prompt_ids) - 4

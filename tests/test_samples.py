@@ -7,6 +7,8 @@ from anchormask.reporting import paper, samples
 from anchormask.io import InputError
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 ARMS = ["base", "anchor"]
 
 

@@ -1,7 +1,6 @@
 import json
 import logging
 import runpy
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,9 +12,11 @@ from anchormask import pairwise, tables
 from anchormask.reporting import markdown
 from anchormask.checksum import file_sha256
 from anchormask.io import InputError, canonical_json, write_jsonl
+from helpers import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = ROOT / "workflow" / "scripts"
+pytestmark = pytest.mark.unit
+
+SCRIPTS = REPO / "workflow" / "scripts"
 
 GEO = ["The Nile flows north into the Mediterranean Sea.", "Lake Baikal is the deepest lake."]
 ASTRO = ["Mars appears reddish because of iron oxide dust.", "Jupiter is the largest planet."]
@@ -150,13 +151,15 @@ def test_several_jsonl_files_and_seeds(tmp_path):
     assert per_query.set_index(["arm", "query_id"]).loc[("anchor", "geo-q1"), "runs"] == 2
 
 
-def test_shipped_corpora_score_their_own_statements(tmp_path):
-    text = json.loads((ROOT / "data/corpora/astronomy.jsonl").read_text().splitlines()[0])["text"]
-    rec = record("astronomy-q01", "astronomy", "anchor", text)
-    df = tables.generations_table([write_records(tmp_path / "g.jsonl", [rec])],
-                                  {"astronomy": ROOT / "data/corpora/astronomy.jsonl",
-                                   "in_domain": ROOT / "data/corpora/in_domain.jsonl"})
-    assert df.loc[0, "overlap"] == 1.0
+def test_shipped_corpora_tell_their_domains_apart(tmp_path):
+    """The first statement of every shipped corpus, as a generation of every domain: it scores 1.0
+    against its own domain's corpus only (each statement has a word the other corpora lack)."""
+    files = {path.stem: path for path in sorted((REPO / "data" / "corpora").glob("*.jsonl"))}
+    firsts = {d: json.loads(path.read_text().splitlines()[0])["text"] for d, path in files.items()}
+    recs = [record(f"{source}-as-{domain}", domain, "anchor", text) for source, text in firsts.items() for domain in files]
+    df = tables.generations_table([write_records(tmp_path / "g.jsonl", recs)], files)
+    full = sorted(df.loc[df["overlap"] == 1.0, "query_id"])
+    assert len(df) == len(files) ** 2 and full == sorted(f"{d}-as-{d}" for d in files)
 
 
 # --------------------------------------------------------------------------- stats tables and headline

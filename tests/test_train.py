@@ -9,6 +9,8 @@ from anchormask import backbone as bb
 from anchormask import config, families, io, train
 from helpers import tiny_train_settings
 
+pytestmark = pytest.mark.unit
+
 BASE_SHA = "0" * 64
 
 
@@ -23,8 +25,8 @@ def adapter_tensor_kinds(path, projections: dict[str, str]) -> set[str]:
     return kinds
 
 
-def run_job(model_dir, pairs, out, strategy="anchor", targets="full", steps=4, **overrides):
-    job = config.AdapterJob(strategy, targets, 6, steps, 42)
+def run_job(model_dir, pairs, out, strategy="anchor", targets="full", steps=4, seed=42, **overrides):
+    job = config.AdapterJob(strategy, targets, 6, steps, seed)
     return train.train(str(model_dir), BASE_SHA, str(pairs), job, tiny_train_settings(**overrides), str(out))
 
 
@@ -41,11 +43,13 @@ def test_same_job_twice_writes_identical_bytes(tiny_model_dir, tiny_pairs, tmp_p
 
 
 def test_different_seed_or_strategy_changes_the_adapter(tiny_model_dir, tiny_pairs, tmp_path):
-    run_job(tiny_model_dir, tiny_pairs, tmp_path / "anchor")
-    run_job(tiny_model_dir, tiny_pairs, tmp_path / "random", strategy="random")
-    a = (tmp_path / "anchor" / "adapter_model.safetensors").read_bytes()
-    r = (tmp_path / "random" / "adapter_model.safetensors").read_bytes()
-    assert a != r
+    def weights(name, **job):
+        run_job(tiny_model_dir, tiny_pairs, tmp_path / name, **job)
+        return (tmp_path / name / "adapter_model.safetensors").read_bytes()
+
+    anchor = weights("anchor")
+    assert weights("random", strategy="random") != anchor
+    assert weights("seed7", seed=7) != anchor
 
 
 @pytest.mark.parametrize("targets,kinds", [("full", {"q", "k", "v", "o"}), ("vo", {"v", "o"}),

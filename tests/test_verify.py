@@ -5,6 +5,8 @@ import pytest
 from anchormask import checksum, verify
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture()
 def base_copy(tiny_model_dir, tmp_path):

@@ -4,14 +4,16 @@ import pytest
 
 from helpers import REPO, copy_repo, dry_run_jobs, snakemake
 
+pytestmark = pytest.mark.workflow
+
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory):
-    return copy_repo(tmp_path_factory.mktemp("repo"))
+def repo(repo_copy):
+    return repo_copy
 
 
-def test_default_dag_has_one_job_per_training_config_and_arm(repo):
-    jobs = dry_run_jobs(repo)
+def test_default_dag_has_one_job_per_training_config_and_arm(default_dag):
+    jobs = default_dag
     assert jobs["train_adapter"] == 17
     assert jobs["generate_arm"] == 8 and jobs["generate_sweep"] == 12
     assert jobs["verify_base"] == 1 and jobs["retrieve"] == 9  # 5 domains of the main query set, 4 of the second
@@ -24,12 +26,6 @@ def test_sweep_figure_builds_only_what_the_sweep_needs(repo):
     assert set(jobs) == {"verify_base", "retrieve", "train_adapter", "generate_sweep", "aggregate_sweep",
                          "statistics_sweep", "figure"}
     assert jobs["train_adapter"] == 12 and jobs["generate_sweep"] == 12 and jobs["figure"] == 1
-
-
-def test_a_second_seed_doubles_the_training_jobs(repo, tmp_path):
-    overlay = tmp_path / "seeds.yaml"
-    overlay.write_text("train:\n  seeds: [42, 7]\n")
-    assert dry_run_jobs(repo, "--configfile", str(overlay))["train_adapter"] == 34
 
 
 def test_bad_config_stops_the_dag_build_naming_the_key(repo, tmp_path):
@@ -89,12 +85,13 @@ def test_model_jobs_ask_for_memory_from_the_weights_size(repo, tmp_path):
     assert re.search(r"rule train_adapter:.*?\bmem_mb=4000\b", default.stdout + default.stderr, re.S)
 
 
-def test_nested_command_line_override_is_typed_and_reaches_the_jobs(repo):
+def test_nested_command_line_override_is_typed_and_reaches_the_jobs(repo, default_dag):
     """--config 'train={rank: 8}' used to fail: Snakemake hands nested values over as strings."""
     proc = snakemake(repo, "-n", "--config", "train={rank: 8, lr: 1e-3, seeds: [1, 2]}", "generation={steps: 8}",
                      "--", "results/adapters/anchor_full_n144_s300_seed2")
     assert "rule train_adapter:" in proc.stdout + proc.stderr
-    assert dry_run_jobs(repo, "--config", "train={seeds: [1, 2]}")["train_adapter"] == 34
+    # a second seed doubles the training jobs
+    assert dry_run_jobs(repo, "--config", "train={seeds: [1, 2]}")["train_adapter"] == 2 * default_dag["train_adapter"]
 
 
 def test_a_bad_command_line_value_is_blamed_on_the_command_line(repo, tmp_path):
