@@ -12,12 +12,20 @@ SCRIPTS = REPO / "workflow" / "scripts"
 PACKAGE = REPO / "src" / "anchormask"
 
 
+def write_package(tmp_path, files: dict[str, str], script: str):
+    """A package named anchormask under tmp_path (relative file name -> text) and a script beside it."""
+    pkg = tmp_path / "anchormask"
+    for name, text in files.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    (tmp_path / "script.py").write_text(script)
+    return pkg, tmp_path / "script.py"
+
+
 @pytest.fixture
 def package(tmp_path):
     """A package named anchormask with every import form, and a module nobody imports."""
-    pkg = tmp_path / "anchormask"
-    pkg.mkdir()
-    files = {
+    return write_package(tmp_path, {
         "__init__.py": '"""pkg"""\n',
         "direct.py": "from anchormask.helper import something\n\ndef f():\n    from . import lazy\n",
         "helper.py": "import json\nimport anchormask.deep\n\ndef something():\n    pass\n",
@@ -25,12 +33,7 @@ def package(tmp_path):
         "leaf.py": "VALUE = 1\n",
         "lazy.py": "X = 2\n",
         "unused.py": "from anchormask import leaf\n",
-    }
-    for name, text in files.items():
-        (pkg / name).write_text(text)
-    script = tmp_path / "script.py"
-    script.write_text("import os\nfrom anchormask import direct, runlog_missing\n")
-    return pkg, script
+    }, "import os\nfrom anchormask import direct, runlog_missing\n")
 
 
 def digest(script, pkg):
@@ -89,9 +92,7 @@ def test_every_rule_carries_its_own_scripts_digest():
 
 
 def test_closure_follows_subpackages_their_init_and_relative_imports(tmp_path):
-    pkg = tmp_path / "anchormask"
-    (pkg / "sub").mkdir(parents=True)
-    files = {
+    pkg, script = write_package(tmp_path, {
         "__init__.py": "",
         "top.py": "X = 1\n",
         "other.py": "Y = 1\n",
@@ -99,11 +100,7 @@ def test_closure_follows_subpackages_their_init_and_relative_imports(tmp_path):
         "sub/shared.py": "from ..top import X\n",
         "sub/leaf.py": "from .shared import X\nfrom anchormask import other\n",
         "sub/unused.py": "",
-    }
-    for name, text in files.items():
-        (pkg / name).write_text(text)
-    script = tmp_path / "script.py"
-    script.write_text("from anchormask.sub import leaf\n")
+    }, "from anchormask.sub import leaf\n")
     closure = codedigest.import_closure(script.resolve(), pkg.resolve())
     assert closure == ("", "other", "sub", "sub.leaf", "sub.shared", "top")
     before = digest(script, pkg)
