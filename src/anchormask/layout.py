@@ -25,8 +25,9 @@ from dataclasses import dataclass
 import torch
 
 from anchormask import io
-from anchormask.masking import ANSWER, PAD, QUESTION, SPECIAL
 
+# Position classes of a training sequence; masking's strategies name the classes they may mask.
+SPECIAL, QUESTION, ANSWER, PAD = 0, 1, 2, 3
 SEPARATOR = "\n"
 
 
