@@ -22,6 +22,8 @@ def family_config(repo, base, family):
     cfg = yaml.safe_load((repo / "config.yaml").read_text())
     cfg["base"] = {"path": str(base), "sha256": checksum.directory_sha256(base),
                    "trust_remote_code": family in REMOTE, "device": "cpu"}
+    if family == "llada":
+        cfg["base"]["layout"] = "chat"  # the Instruct template end to end (the tiny tokenizer has LLaDA-8B-Instruct's)
     # one query set: the second one is exercised by the BERT study (tests/test_end_to_end.py)
     cfg["data"].update(held_out=["astronomy"], max_queries_per_domain=2, alt_queries_dir=None)
     cfg["train"].update(batch_size=4, warmup_steps=1, log_every=5, default={"size": 8, "steps": 3})
