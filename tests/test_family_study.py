@@ -59,3 +59,6 @@ def test_reduced_study_runs_to_the_end(family, tmp_path_factory):
     assert (results / "probes" / "summary.md").is_file() and (results / "figures" / "main.png").is_file()
     prov = json.loads(next((results / "adapters").glob("anchor_*/provenance.json")).read_text())
     assert prov["runtime"] == "cpu+float32"
+    if family == "llada":  # base.layout reached every training and generation job
+        logs = [*(results / "logs" / "train").glob("*.log"), *(results / "logs" / "generate").glob("*.log")]
+        assert len(logs) >= 5 and all(", chat layout," in log.read_text() for log in logs)
