@@ -21,7 +21,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from anchormask.masking import PAD, STRATEGIES
+from anchormask.layout import PAD
+from anchormask.masking import STRATEGIES
 
 
 def fixed_collate(examples, seq_len: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

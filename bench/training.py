@@ -31,7 +31,7 @@ def run(threads: int | None = None, steps: int = 30, warmup: int = 5, chunk: int
     from peft import get_peft_model
 
     from anchormask import backbone as bb
-    from anchormask import config, data, masking, train
+    from anchormask import config, data, layout, masking, train
 
     cfg = common.load_config()
     threads = common.job_threads(cfg, "train", threads)
@@ -70,7 +70,7 @@ def run(threads: int | None = None, steps: int = 30, warmup: int = 5, chunk: int
     pad_id = project.tokenizer.pad_token_id or 0
     seq_len = settings["seq_len"]
     shape = flops.Shape.of(project.model)
-    content = (masking.QUESTION, masking.ANSWER)
+    content = (layout.QUESTION, layout.ANSWER)
 
     phases: dict[str, dict[str, list[float]]] = {n: {"forward": [], "backward": [], "optimizer": []}
                                                  for n in ("project", "reference")}

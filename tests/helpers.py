@@ -42,6 +42,16 @@ def flip_one_byte(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def merged(base: dict, overlay: dict) -> dict:
+    """A --configfile overlay over a config, merged the way Snakemake merges them (nested dicts key by key)."""
+    import copy
+
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
 def copy_repo(dest: Path) -> Path:
     """The working tree as git sees it (tracked and untracked-but-not-ignored files), without results."""
     import shutil

@@ -5,7 +5,7 @@ import yaml
 
 from anchormask import config, io
 from helpers import build_tiny_model
-from helpers import REPO
+from helpers import REPO, merged
 
 pytestmark = pytest.mark.unit
 
@@ -99,14 +99,6 @@ def test_the_three_seed_variant_adds_two_seeds_of_the_main_arms_only(default):
     assert len(jobs - set(all_adapter_jobs(default))) == 2 * 7  # two more seeds of the 7 adapter arms; the sweep keeps one
     assert [j.seed for j in config.arm_adapters(cfg, "anchor-vo")] == [42, 43, 44]
     assert [j.seed for j in config.sweep_adapters(cfg, "anchor", 72, 100)] == [42]
-
-
-def merged(base, overlay):
-    """A --configfile overlay over a config, merged the way Snakemake merges them (nested dicts key by key)."""
-    out = copy.deepcopy(base)
-    for key, value in overlay.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def test_shipped_configs_are_valid(default):  # config.yaml itself: the `default` fixture loads and validates it

@@ -7,6 +7,7 @@ say llada or dream again in .venv-remote (envs/requirements-remote.txt).
 """
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -151,6 +152,57 @@ def test_dream_slow_tokenizer_shift_and_sdpa_facts(loaded):
     with pytest.raises(RuntimeError):  # a 2-D integer mask reaches SDPA as it is, and SDPA refuses it
         b.model(input_ids=ids, attention_mask=torch.ones_like(ids))
     assert b.padding_mask(torch.ones_like(ids)) is None
+
+
+CHAT_PAIR = ("what is the sea ?", "the sea flows into the lake .")
+CHAT_Q, CHAT_A = ["what", "is", "the", "sea", "?"], ["the", "sea", "flows", "into", "the", "lake", "."]
+# The exact chat-layout sequence of each tiny checkpoint (README "Our reading"): the template's text
+# before Q, Q, the text after Q (user turn closed, assistant turn opened), A, the end-of-turn token.
+CHAT_TOKENS = {
+    "llada": (["<|startoftext|>", "<|start_header_id|>", "user", "<|end_header_id|>", "\n", "\n"],
+              ["<|eot_id|>", "<|start_header_id|>", "assistant", "<|end_header_id|>", "\n", "\n"], "<|eot_id|>"),
+    "dream": (["<|im_start|>", "system", "\n", "you", "are", "a", "helpful", "assistant", ".", "<|im_end|>", "\n",
+               "<|im_start|>", "user", "\n"], ["<|im_end|>", "\n", "<|im_start|>", "assistant", "\n"], "<|im_end|>"),
+}
+
+
+@needs_remote
+@pytest.mark.parametrize("family", REMOTE)
+def test_chat_layout_token_sequence_of_llada_and_dream(checkpoints, family):
+    b = bb.load_backbone(checkpoints[family], trust_remote_code=True, runtime=CPU, layout="chat")
+    tok, (before, after, end) = b.tokenizer, CHAT_TOKENS[family]
+    enc = layout.encode_pair(tok, *CHAT_PAIR, 64, template=b.template)
+    assert tok.convert_ids_to_tokens(enc.input_ids) == before + CHAT_Q + after + CHAT_A + [end]
+    assert enc.classes == ([layout.SPECIAL] * len(before) + [layout.QUESTION] * len(CHAT_Q)
+                           + [layout.SPECIAL] * len(after) + [layout.ANSWER] * (len(CHAT_A) + 1))
+    # The tokenizer's own template gives the same ids: the generation prompt, and the finished turn up to its end.
+    user = [{"role": "user", "content": CHAT_PAIR[0]}]
+    prompt = layout.prompt_ids(tok, CHAT_PAIR[0], b.template)
+    assert prompt == list(tok.apply_chat_template(user, add_generation_prompt=True)) == enc.input_ids[:len(prompt)]
+    whole = tok.apply_chat_template(user + [{"role": "assistant", "content": CHAT_PAIR[1]}])
+    assert enc.input_ids == list(whole[:len(enc.input_ids)])
+    # The end-of-turn token ends answers; the EOS padding after it is answer (LLaDA's SFT), so it may be proposed.
+    eos = (LLADA if family == "llada" else DREAM)["eos"]
+    assert b.ids.end == tok.convert_tokens_to_ids(end) != eos and b.ids.pad == eos
+    assert b.ids.end not in b.ids.never and eos not in b.ids.never and b.ids.mask in b.ids.never
+    short = layout.encode_pair(tok, "what is the sea ?", "the sea .", 64, template=b.template)
+    ids, _, classes = layout.collate([enc, short], b.ids.pad, pad_is_answer=b.template.pad_is_answer)
+    tail = slice(len(short.input_ids), None)
+    assert ids[1, len(short.input_ids) - 1] == b.ids.end and set(ids[1, tail].tolist()) == {eos}
+    assert set(classes[1, tail].tolist()) == {layout.ANSWER}
+
+
+def test_chat_layout_needs_a_chat_template_and_an_end_of_turn_token(checkpoints, tmp_path):
+    with pytest.raises(bb.BackboneError, match=r"bert: base.layout is chat, but the tokenizer has no chat template "
+                                               r".*set base.layout: plain"):
+        bb.load_backbone(checkpoints["bert"], runtime=CPU, layout="chat")
+    path = shutil.copytree(checkpoints["bert"], tmp_path / "bert-chat")
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{% for m in messages %}{{ m['role'] + ': ' + m['content'] + ' over ' }}{% endfor %}"
+    (path / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(bb.BackboneError, match=r"closes an assistant turn with ' over ', which does not start with "
+                                               r"one special token .*no end-of-turn token"):
+        bb.load_backbone(path, runtime=CPU, layout="chat")
 
 
 @pytest.mark.parametrize("family", FAMILIES)

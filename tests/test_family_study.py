@@ -22,6 +22,8 @@ def family_config(repo, base, family):
     cfg = yaml.safe_load((repo / "config.yaml").read_text())
     cfg["base"] = {"path": str(base), "sha256": checksum.directory_sha256(base),
                    "trust_remote_code": family in REMOTE, "device": "cpu"}
+    if family == "llada":
+        cfg["base"]["layout"] = "chat"  # the Instruct template end to end (the tiny tokenizer has LLaDA-8B-Instruct's)
     # one query set: the second one is exercised by the BERT study (tests/test_end_to_end.py)
     cfg["data"].update(held_out=["astronomy"], max_queries_per_domain=2, alt_queries_dir=None)
     cfg["train"].update(batch_size=4, warmup_steps=1, log_every=5, default={"size": 8, "steps": 3})
@@ -57,3 +59,6 @@ def test_reduced_study_runs_to_the_end(family, tmp_path_factory):
     assert (results / "probes" / "summary.md").is_file() and (results / "figures" / "main.png").is_file()
     prov = json.loads(next((results / "adapters").glob("anchor_*/provenance.json")).read_text())
     assert prov["runtime"] == "cpu+float32"
+    if family == "llada":  # base.layout reached every training and generation job
+        logs = [*(results / "logs" / "train").glob("*.log"), *(results / "logs" / "generate").glob("*.log")]
+        assert len(logs) >= 5 and all(", chat layout," in log.read_text() for log in logs)

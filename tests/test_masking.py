@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from anchormask import masking
-from anchormask.masking import ANSWER, PAD, QUESTION, SPECIAL
+from anchormask.layout import ANSWER, PAD, QUESTION, SPECIAL
 
 pytestmark = pytest.mark.unit
 

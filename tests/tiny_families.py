@@ -4,6 +4,9 @@ LLaDA- and Dream-style checkpoints carry the tests' own modelling code (tests/re
 an ``auto_map``, so they load through ``trust_remote_code`` exactly as the real ones do, with
 the real ids: LLaDA mask 126336 in a 126464-token vocabulary, pad == eos, a fast tokenizer with
 no mask token; Dream mask 151666, pad == eos, a slow tokenizer loaded through its own auto_map.
+Each tokenizer carries a chat template that writes the token sequence of the real Instruct
+checkpoint's (LLaDA-8B-Instruct: Llama-3-style headers and <|eot_id|>; Dream: Qwen's <|im_start|>
+turns with the default system turn), with those special tokens at the real ids.
 """
 
 from __future__ import annotations
@@ -18,14 +21,25 @@ from pathlib import Path
 from helpers import WORDS, build_tiny_model
 
 REMOTE_CODE = Path(__file__).resolve().parent / "remote_code"
-LLADA = {"bos": 126080, "eos": 126081, "mask": 126336, "vocab": 126464}
-DREAM = {"bos": 151665, "eos": 151643, "mask": 151666, "vocab": 152064}
+LLADA = {"bos": 126080, "eos": 126081, "mask": 126336, "vocab": 126464,
+         "start_header": 126346, "end_header": 126347, "eot": 126348}
+DREAM = {"bos": 151665, "eos": 151643, "mask": 151666, "vocab": 152064, "im_start": 151644, "im_end": 151645}
+# Written for the tests from the token sequences the real Instruct templates produce for one user turn.
+LLADA_CHAT = ("{% for m in messages %}{% if loop.first %}{{ bos_token }}{% endif %}"
+              "{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\n\n' + (m['content'] | trim) + '<|eot_id|>' }}"
+              "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}"
+              "{% endif %}")
+DREAM_CHAT = ("{% if messages[0]['role'] != 'system' %}"
+              "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
+              "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{% endfor %}"
+              "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+CHAT_WORDS = ("user", "assistant", "system", "you", "are", "helpful")
 FAMILIES = ("bert", "roberta", "distilbert", "electra", "llada", "dream")
 REMOTE = ("llada", "dream")
 
 
 def _word_vocab(extra: dict[str, int]) -> dict[str, int]:
-    vocab = {"<unk>": 0, "\n": 1, **{w: i + 2 for i, w in enumerate(WORDS)}}
+    vocab = {"<unk>": 0, "\n": 1, **{w: i + 2 for i, w in enumerate([*WORDS, *CHAT_WORDS])}}
     return vocab | extra
 
 
@@ -94,14 +108,17 @@ def build_llada(path: Path, *, mask_in_config: bool = True, seed: int = 0) -> Pa
     model = model_mod.LLaDAModelLM(cfg_mod.LLaDAConfig(**{k: v for k, v in config.items() if k != "auto_map"}))
     model.apply(model._init_weights)
     _save_weights(model, path)
-    specials = {"<|startoftext|>": LLADA["bos"], "<|endoftext|>": LLADA["eos"], "<|mdm_mask|>": LLADA["mask"]}
+    specials = {"<|startoftext|>": LLADA["bos"], "<|endoftext|>": LLADA["eos"], "<|mdm_mask|>": LLADA["mask"],
+                "<|start_header_id|>": LLADA["start_header"], "<|end_header_id|>": LLADA["end_header"],
+                "<|eot_id|>": LLADA["eot"]}
     backend = Tokenizer(models.WordLevel(_word_vocab(specials), unk_token="<unk>"))
     # Words, punctuation and the newline each a token; spaces dropped (a byte-level BPE keeps "\n" too).
     backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(" ", "removed"),
                                                      pre_tokenizers.Split(Regex(r"\n|[^\w\s]"), "isolated")])
     tok = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<|startoftext|>", eos_token="<|endoftext|>",
-                                  pad_token="<|endoftext|>", unk_token="<unk>",
-                                  additional_special_tokens=["<|mdm_mask|>"])
+                                  pad_token="<|endoftext|>", unk_token="<unk>", chat_template=LLADA_CHAT,
+                                  additional_special_tokens=["<|mdm_mask|>", "<|start_header_id|>",
+                                                             "<|end_header_id|>", "<|eot_id|>"])
     tok.save_pretrained(path)
     return path
 
@@ -125,12 +142,14 @@ def build_dream(path: Path, *, seed: int = 0) -> Path:
     with _default_rope():
         model = model_mod.DreamModel(cfg_mod.DreamConfig(**{k: v for k, v in config.items() if k != "auto_map"}))
     _save_weights(model, path)
-    specials = {"<|endoftext|>": DREAM["eos"], "<|beginoftext|>": DREAM["bos"], "<|mask|>": DREAM["mask"]}
+    specials = {"<|endoftext|>": DREAM["eos"], "<|beginoftext|>": DREAM["bos"], "<|mask|>": DREAM["mask"],
+                "<|im_start|>": DREAM["im_start"], "<|im_end|>": DREAM["im_end"]}
     _write_json(path / "vocab.json", _word_vocab(specials))
     _write_json(path / "tokenizer_config.json", {
         "tokenizer_class": "DreamTokenizer", "auto_map": {"AutoTokenizer": ["tokenization_dream.DreamTokenizer", None]},
         "bos_token": "<|beginoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
-        "mask_token": "<|mask|>", "unk_token": "<unk>"})
+        "mask_token": "<|mask|>", "unk_token": "<unk>", "chat_template": DREAM_CHAT,
+        "additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
     return path
 
 

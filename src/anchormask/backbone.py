@@ -10,6 +10,7 @@ memory in float32. The family (``families``) says everything else the pipeline m
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 from dataclasses import dataclass
@@ -69,7 +70,7 @@ def pick_runtime(prefer: str = "auto") -> Runtime:
 class SpecialIds:
     mask: int
     pad: int
-    end: int                  # ends an answer: [SEP] in the pair layout, EOS in the plain one
+    end: int                  # ends an answer: [SEP] (pair layout), EOS (plain), end-of-turn (chat)
     start: int | None         # [CLS] or BOS, first in every sequence
     never: tuple[int, ...]    # ids the sampler never proposes
 
@@ -84,12 +85,13 @@ class Backbone:
     ids: SpecialIds
     path: str
     head: tuple[str, ...] = ()  # module paths of the vocabulary head; () = not separable
+    layout: str = "pair"        # pair | plain | chat: base.layout, else the family's own
 
     @property
     def mask_token_id(self) -> int:
         return self.ids.mask
 
-    @property
+    @functools.cached_property
     def template(self) -> layout.Template:
         return layout.Template.of(self)
 
@@ -197,22 +199,38 @@ def mask_id(tokenizer, raw: dict, path: Path) -> int:
     return found
 
 
-def special_ids(tokenizer, raw: dict, family: Family, path: Path) -> SpecialIds:
-    """The ids the layout and the sampler use, from the tokenizer or config.json; an error names a missing one."""
+def chat_end_id(tokenizer, path: Path) -> int:
+    """The chat layout's end of answer (the end-of-turn token); an error names base.layout and the fix."""
+    try:
+        layout.chat_around(tokenizer)
+        return layout.chat_end_id(tokenizer)
+    except layout.LayoutError as err:
+        raise BackboneError(f"{path}: base.layout is chat, but {err}; use a checkpoint whose tokenizer_config.json "
+                            "has a chat_template that ends turns with an end-of-turn token (an Instruct "
+                            "checkpoint), or set base.layout: plain in config.yaml") from None
+
+
+def special_ids(tokenizer, raw: dict, family: Family, path: Path, kind: str | None = None) -> SpecialIds:
+    """The ids the layout (``kind``, else the family's) and the sampler use; an error names a missing one."""
     get = {n: _token_id(tokenizer, raw, n) for n in ("pad", "bos", "eos", "cls", "sep", "unk")}
     get["mask"] = mask_id(tokenizer, raw, path)
-    pair = family.template == "pair"
+    kind = kind or family.template
+    pair = kind == "pair"
     end, start = (get["sep"], get["cls"]) if pair else (get["eos"], get["bos"])
+    if kind == "chat":
+        end = chat_end_id(tokenizer, path)
     if end is None:
         key = "sep_token_id" if pair else "eos_token_id"
-        raise BackboneError(f"{path}: the {family.name} layout ends each answer with "
+        raise BackboneError(f"{path}: the {kind} layout ends each answer with "
                             f"{'[SEP]' if pair else 'EOS'}, but neither the tokenizer nor config.json defines "
                             f"one; add \"{key}\" to config.json")
-    # The plain layout pads with EOS, as LLaDA's own fine-tuning does; the pair layout needs [PAD].
-    pad = get["pad"] if get["pad"] is not None or pair else end
+    # The plain and chat layouts pad with EOS, as LLaDA's own fine-tuning does; the pair layout needs [PAD].
+    pad = get["pad"] if get["pad"] is not None or pair else get["eos"] if kind == "chat" else end
     if pad is None:
         raise BackboneError(f"{path}: no padding token; add \"pad_token_id\" to config.json")
-    never = {get["mask"], get["pad"], get["cls"], get["unk"], get["bos"]} - {None, end}
+    # Padding that training counts as answer (families that ignore the padding mask) may be proposed.
+    answer = {end} | ({pad} if not pair and not family.honours_padding else set())
+    never = {get["mask"], get["pad"], get["cls"], get["unk"], get["bos"]} - {None} - answer
     return SpecialIds(mask=get["mask"], pad=pad, end=end, start=start, never=tuple(sorted(never)))
 
 
@@ -281,16 +299,19 @@ def model_dtype(model: nn.Module) -> torch.dtype:
 
 def load_backbone(path: str | Path, *, trust_remote_code: bool = False, runtime: Runtime | None = None,
                   attn_implementation: str | None = None, family: str | None = None,
-                  projections: dict[str, str] | None = None) -> Backbone:
+                  projections: dict[str, str] | None = None, layout: str | None = None) -> Backbone:
     """Load a masked LM from a local directory; nothing is downloaded.
 
     ``attn_implementation="eager"`` makes attention probabilities observable (the probes);
-    ``family`` and ``projections`` are base.family and base.projections of config.yaml.
+    ``family``, ``projections`` and ``layout`` are base.family, base.projections and base.layout of
+    config.yaml (no layout: the family's own).
     """
     path = Path(path)
     raw = read_config(path)
     tokenizer = load_tokenizer(path, trust_remote_code)
     mask_id(tokenizer, raw, path)
+    if layout == "chat":  # before any weight loads
+        chat_end_id(tokenizer, path)
     runtime = runtime or pick_runtime()
     model = load_model(path, raw, trust_remote_code=trust_remote_code, runtime=runtime,
                        attn_implementation=attn_implementation)
@@ -298,12 +319,13 @@ def load_backbone(path: str | Path, *, trust_remote_code: bool = False, runtime:
         fam = families.detect(model, raw.get("model_type"), name=family, projections=projections)
     except families.FamilyError as err:
         raise BackboneError(f"{path}: {err}") from None
-    backbone = Backbone(model=model, tokenizer=tokenizer, family=fam, ids=special_ids(tokenizer, raw, fam, path),
-                        path=str(path), head=families.head_paths(model, fam))
+    kind = layout or fam.template
+    backbone = Backbone(model=model, tokenizer=tokenizer, family=fam, path=str(path), layout=kind,
+                        ids=special_ids(tokenizer, raw, fam, path, kind), head=families.head_paths(model, fam))
     if not backbone.head:
         log.warning("%s: no separable vocabulary head for family %s; full logits are computed", path, fam.name)
-    log.info("backbone %s: family %s, %d parameters in %s, mask token %d, answer end %d", path, fam.name,
-             sum(p.numel() for p in model.parameters()), str(model_dtype(model)).removeprefix("torch."),
+    log.info("backbone %s: family %s, %s layout, %d parameters in %s, mask token %d, answer end %d", path,
+             fam.name, kind, sum(p.numel() for p in model.parameters()), str(model_dtype(model)).removeprefix("torch."),
              backbone.ids.mask, backbone.ids.end)
     return backbone
 

@@ -159,7 +159,7 @@ def evaluate(config: dict[str, Any], *, base: dict[str, Any], validation_lines: 
     remote = schemas.value_or_default(base, ("base", "trust_remote_code"))
     backbone = generation.load_adapted(base["path"], None, trust_remote_code=remote,
                                        runtime=runtime, family=base.get("family"),
-                                       projections=base.get("projections"))
+                                       projections=base.get("projections"), layout=base.get("layout"))
     texts = {domain: [r["text"] for r in data.load_corpus(data.corpus_path(config, domain))]
              for domain in study.domains(config)}
     texts = {"validation": validation_lines, **texts} if validation_lines else texts

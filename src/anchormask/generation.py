@@ -19,10 +19,11 @@ log = logging.getLogger(__name__)
 
 def load_adapted(base_path: str, adapter_dir: str | None, *, trust_remote_code: bool,
                  runtime: bb.Runtime, attn_implementation: str | None = None, family: str | None = None,
-                 projections: dict[str, str] | None = None) -> bb.Backbone:
+                 projections: dict[str, str] | None = None, layout: str | None = None) -> bb.Backbone:
     """The base, with one adapter merged into its weights (none for the base arm)."""
     backbone = bb.load_backbone(base_path, trust_remote_code=trust_remote_code, runtime=runtime,
-                                attn_implementation=attn_implementation, family=family, projections=projections)
+                                attn_implementation=attn_implementation, family=family, projections=projections,
+                                layout=layout)
     if adapter_dir is not None:
         from peft import PeftModel
 
@@ -106,7 +107,8 @@ def run_arm(*, arm: str, strategy: str | None, targets: str | None, adapters: li
     for adapter in adapters or [None]:
         remote = schemas.value_or_default(base, ("base", "trust_remote_code"))
         backbone = load_adapted(base["path"], adapter, trust_remote_code=remote, runtime=runtime,
-                                family=base.get("family"), projections=base.get("projections"))
+                                family=base.get("family"), projections=base.get("projections"),
+                                layout=base.get("layout"))
         done = len(records)
         records += generation_records(backbone, runtime, retrieved, settings,
                                       _identity(arm, strategy, targets, adapter, base),

@@ -1,6 +1,6 @@
 """The masking rule of each strategy, the mask-ratio draw and the training losses.
 
-A training example is one sequence ``[CLS] Q [SEP] A [SEP] [PAD]...`` of length L. Every
+A training example is one sequence ``[CLS] Q [SEP] A [SEP] [PAD]...`` of length L (``layout``). Every
 position has a class: special, question, answer or padding. A strategy names the classes
 whose positions may be masked:
 
@@ -25,7 +25,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-SPECIAL, QUESTION, ANSWER, PAD = 0, 1, 2, 3
+from anchormask.layout import ANSWER, QUESTION
+
 STRATEGIES: dict[str, tuple[int, ...]] = {
     "anchor": (ANSWER,),
     "random": (QUESTION, ANSWER),

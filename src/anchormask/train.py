@@ -126,12 +126,12 @@ def enable_checkpointing(backbone: bb.Backbone) -> None:
 
 def train(base_path: str, base_sha256: str, pairs_path: str, job: AdapterJob, settings: dict[str, Any],
           out_dir: str, *, trust_remote_code: bool = False, device: str = "auto", family: str | None = None,
-          projections: dict[str, str] | None = None) -> dict[str, Any]:
-    """One training job; ``family`` and ``projections`` are base.family and base.projections."""
+          projections: dict[str, str] | None = None, layout: str | None = None) -> dict[str, Any]:
+    """One training job; ``family``, ``projections`` and ``layout`` are base.family, .projections, .layout."""
     set_deterministic(job.seed, settings["threads"])
     runtime = bb.pick_runtime(device)
     backbone = bb.load_backbone(base_path, trust_remote_code=trust_remote_code, runtime=runtime, family=family,
-                                projections=projections)
+                                projections=projections, layout=layout)
     if settings.get("gradient_checkpointing"):
         enable_checkpointing(backbone)
     pairs = data.select_pairs(data.load_pairs(pairs_path), job.size, settings["subset"], job.seed)

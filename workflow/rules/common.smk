@@ -71,9 +71,9 @@ def as_json(obj):
 
 
 def base_record():
-    # family and projections only when set, so a config without them keeps its jobs' params.
+    # family, projections and layout only when set, so a config without them keeps its jobs' params.
     record = {k: BASE.get(k) for k in ("path", "sha256", "trust_remote_code", "device")}
-    return record | {k: BASE[k] for k in ("family", "projections") if BASE.get(k) is not None}
+    return record | {k: BASE[k] for k in ("family", "projections", "layout") if BASE.get(k) is not None}
 
 
 def base_files():

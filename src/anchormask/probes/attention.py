@@ -209,7 +209,8 @@ def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence
             # Eager attention returns probabilities; remote code keeps its own SDPA, which the probe records.
             backbone = generation.load_adapted(base["path"], adapter, trust_remote_code=remote, runtime=runtime,
                                                attn_implementation=None if remote else "eager",
-                                               family=base.get("family"), projections=base.get("projections"))
+                                               family=base.get("family"), projections=base.get("projections"),
+                                               layout=base.get("layout"))
             requests = generation.requests_for(backbone, retrieved)
             try:
                 per_query = attention_probe(backbone, runtime, requests, settings)
