@@ -77,13 +77,9 @@ def say(*parts: Any) -> None:
 # --------------------------------------------------------------------------- machine facts
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    from anchormask import provenance
+
+    return provenance.cpu_model()
 
 
 def git_state() -> dict[str, Any]:
