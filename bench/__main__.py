@@ -1,4 +1,7 @@
-"""python -m bench [--only NAME] [--e2e] [--threads N]: run the benchmarks, print one line per target."""
+"""python -m bench [--only NAME] [--e2e] [--threads N]: run the benchmarks, print one line per target.
+
+``--only gpu`` checks the CUDA path (bench/gpu.py); without CUDA it prints one line and exits 0.
+"""
 
 from __future__ import annotations
 
@@ -22,8 +25,13 @@ BENCHMARKS = {
     "memory": "bench.memory",
     "dag": "bench.dag",
     "e2e": "bench.e2e",
+    "gpu": "bench.gpu",
 }
 DEFAULT = ["training", "memory", "sampler", "bootstrap", "dag"]  # memory trains the adapter sampler uses
+
+
+class StepsFailed(RuntimeError):
+    """A benchmark ran to its end, wrote its numbers, and reports steps that failed."""
 
 
 def run_one(name: str, threads: int | None) -> list[Line]:
@@ -49,7 +57,23 @@ def run_one(name: str, threads: int | None) -> list[Line]:
     say(f"   wrote {path.relative_to(common.REPO)} ({record['bench_wall_s']:.1f} s)")
     for line in lines:
         say(line.format())
+    if record.get("failed_steps"):
+        raise StepsFailed(f"{name}: failed steps {', '.join(record['failed_steps'])} (tracebacks above)")
     return lines
+
+
+def without_gpu(names: list[str]) -> list[str]:
+    """``gpu`` is dropped, with one line saying why, where torch sees no CUDA device."""
+    if "gpu" not in names:
+        return names
+    import torch
+
+    from bench import gpu
+
+    if (reason := gpu.no_cuda_reason(torch)) is None:
+        return names
+    say(reason)
+    return [n for n in names if n != "gpu"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="torch threads of the in-process competitors (default: the pipeline's per-job "
                              "train.threads / generation.threads)")
     args = parser.parse_args(argv)
-    names = args.only or DEFAULT + (["e2e"] if args.e2e else [])
+    names = without_gpu(args.only or DEFAULT + (["e2e"] if args.e2e else []))
+    if not names:
+        return 0
     logging.basicConfig(level=logging.WARNING)
     for handler in logging.getLogger().handlers:  # libraries that set DEBUG on their own logger (bm25s)
         handler.setLevel(logging.WARNING)
@@ -83,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         try:
             summary += run_one(name, args.threads)
+        except StepsFailed as err:
+            say(str(err))
+            failed.append(name)
         except Exception:  # one broken benchmark must not hide the others' numbers
             traceback.print_exc()
             failed.append(name)

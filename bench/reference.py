@@ -84,7 +84,8 @@ def reference_generate(model, prompt_ids: list[int], anchor_ids: list[int], *, a
     anchor = anchor_ids if len(anchor_ids) < answer_len else anchor_ids[: answer_len - 1]
     start = len(prompt_ids)
     lo, hi = start + len(anchor), start + answer_len
-    x = torch.tensor([prompt_ids + anchor + [mask_id] * (answer_len - len(anchor) + extra_masks)])
+    device = next(model.parameters()).device  # the model's (bench/gpu.py runs this on a GPU)
+    x = torch.tensor([prompt_ids + anchor + [mask_id] * (answer_len - len(anchor) + extra_masks)], device=device)
     width = block_len or answer_len
     num_blocks = -(-answer_len // width)
     block_steps = max(1, steps // num_blocks)

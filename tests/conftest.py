@@ -11,7 +11,7 @@ import pytest
 
 from helpers import REPO, TINY, build_tiny_model, tiny_train_settings
 
-KINDS = ("unit", "workflow", "slow", "slurm")  # the markers of pyproject.toml
+KINDS = ("unit", "workflow", "slow", "slurm", "gpu")  # the markers of pyproject.toml
 
 
 def pytest_collection_modifyitems(config, items):
@@ -21,6 +21,19 @@ def pytest_collection_modifyitems(config, items):
     if wrong:
         raise pytest.UsageError(f"tests need exactly one of the markers {', '.join(KINDS)} "
                                 "(pyproject.toml):\n  " + "\n  ".join(wrong))
+    skip_without_cuda([item for item in items if item.get_closest_marker("gpu")])
+
+
+def skip_without_cuda(items) -> None:
+    """A ``gpu`` test is skipped, with the reason, where torch sees no CUDA device."""
+    if not items:  # torch is imported only when a gpu test was collected
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        reason = pytest.mark.skip(reason=f"needs a CUDA device; torch {torch.__version__} sees none")
+        for item in items:
+            item.add_marker(reason)
 
 
 @pytest.fixture(scope="session")
