@@ -166,8 +166,9 @@ def test_main_figure_shows_every_panel_and_arm(monkeypatch, tmp_path):
     fig, size = drawn(monkeypatch, tmp_path, lambda pdf, png: figures.main_figure(generations(), pdf, png,
                                                                                 resamples=200, confidence=0.9))
     axes = visible_axes(fig)
-    assert [ax.get_title() for ax in axes] == ["in-domain: in_domain (N = 5 queries)", "held-out: astronomy (N = 4 queries)",
-                                               "held-out: law (N = 4 queries)", "held-out pooled (N = 8 queries)"]
+    assert [ax.get_title() for ax in axes] == ["in-domain: in_domain (N = 5 queries)",
+                                               "held-out: astronomy (N = 4 queries)", "held-out: law (N = 4 queries)",
+                                               "held-out pooled (N = 8 queries)"]
     for ax in axes:
         assert [t.get_text() for t in ax.get_xticklabels()] == list(ARMS)
         assert len(ax.patches) == len(ARMS)  # one bar per arm
