@@ -270,7 +270,11 @@ def snakemake_exe() -> str:
 
 
 def copy_repo(dest: Path) -> Path:
-    """The working tree as git sees it (tracked and untracked-but-not-ignored files), no results/ outputs."""
+    """The working tree as git sees it (tracked and untracked-but-not-ignored files), no results/ outputs.
+
+    The one copy the benchmarks and the tests make (tests/helpers.py imports it): results/ keeps only
+    its README, so a copy plans every job of the default target, as a fresh clone does.
+    """
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
                            capture_output=True).stdout.decode().split("\0")
     for name in filter(None, files):
@@ -281,3 +285,19 @@ def copy_repo(dest: Path) -> Path:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
     return dest
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Rule -> job count from a dry run's job-stats table (empty when nothing is to be done); the
+    rows sum to the table's total."""
+    counts: dict[str, int] = {}
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Job stats:"):
+            for row in lines[i + 3:]:
+                parts = row.split()
+                if len(parts) != 2 or parts[0] == "total":
+                    break
+                counts[parts[0]] = int(parts[1])
+            break
+    return counts

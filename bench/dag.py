@@ -22,17 +22,6 @@ from bench.common import Line, say
 TARGET_S = 5.0
 
 
-def job_total(output: str) -> int | None:
-    lines = output.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("Job stats:"):
-            for row in lines[i + 3:]:
-                parts = row.split()
-                if len(parts) == 2 and parts[0] == "total":
-                    return int(parts[1])
-    return None
-
-
 def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]:
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     work = Path(tempfile.mkdtemp(prefix="anchormask-bench-dag-"))
@@ -46,7 +35,7 @@ def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]
         walls.append(time.perf_counter() - t)
         if proc.returncode != 0:
             raise RuntimeError(f"snakemake -n failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        jobs = job_total(proc.stdout + proc.stderr)
+        jobs = sum(common.job_counts(proc.stdout + proc.stderr).values())
     value = statistics.median(walls)
     say(f"dag: snakemake -n {', '.join(f'{w:.2f}' for w in walls)} s; {jobs} jobs to run")
     payload = {"benchmark": "dag", "command": "snakemake -n", "cwd": "a copy of the repository without results/",

@@ -124,20 +124,13 @@ def agreement(project: dict[str, float], scipy_res: dict[str, Any], resamples: i
     return out
 
 
-def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]:
+def timed_runs(df, comparisons, pairs, resamples: int, confidence: float, seed: int, repeats: int):
+    """(times per side, the last results of each side): the project's run_comparisons, its core and scipy,
+    interleaved repeat by repeat after one warm-up of each."""
     from anchormask import pairwise
 
-    cfg = common.load_config()
-    st = cfg["statistics"]
-    resamples, confidence, seed = int(st["resamples"]), float(st["confidence"]), int(st["seed"])
-    comparisons = st["comparisons"]
-    df = synthetic_generations(cfg)
-    pairs = paired_arrays(df, comparisons)
-    n_queries = df["query_id"].nunique()
-
-    project_df = pairwise.run_comparisons(df, comparisons, resamples, confidence, seed)  # warm-up
-    core = core_batches(pairs, resamples, confidence, seed)
-    scipy_res = scipy_all(pairs, resamples, confidence, seed)
+    results = (pairwise.run_comparisons(df, comparisons, resamples, confidence, seed),
+               core_batches(pairs, resamples, confidence, seed), scipy_all(pairs, resamples, confidence, seed))
     times: dict[str, list[float]] = {"run_comparisons": [], "core": [], "scipy": []}
     for _ in range(repeats):
         t = time.perf_counter()
@@ -149,8 +142,12 @@ def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]
         t = time.perf_counter()
         scipy_res = scipy_all(pairs, resamples, confidence, seed)
         times["scipy"].append(time.perf_counter() - t)
-    med = {k: stats_.median(v) for k, v in times.items()}
-    # The part no implementation of this design avoids: one (R, n) index draw per query set.
+        results = (project_df, core, scipy_res)
+    return times, results
+
+
+def index_draw_seconds(pairs, resamples: int, repeats: int) -> float:
+    """Median time of the part no implementation of this design avoids: one (R, n) index draw per query set."""
     draw_rng = np.random.default_rng(0)
     sizes = [len(q) for q in {tuple(p["query_ids"]) for p in pairs}]
     draws = []
@@ -159,8 +156,11 @@ def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]
         for size in sizes:
             draw_rng.integers(0, size, size=(resamples, size))
         draws.append(time.perf_counter() - t)
-    med["index_draws_only"] = stats_.median(draws)
+    return stats_.median(draws)
 
+
+def checked_agreement(project_df, pairs, core, scipy_res, resamples: int, confidence: float) -> list[dict]:
+    """Per comparison: the project's two paths must agree exactly; its agreement with scipy in s.e."""
     rows = project_df.set_index("name")
     per_comparison = []
     for p, c, s in zip(pairs, core, scipy_res):
@@ -172,6 +172,22 @@ def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]
         agree = agreement(c, s, resamples, confidence)
         per_comparison.append({"name": p["name"], "n": len(p["query_ids"]), "ratio": c["ratio"], "diff": c["diff"],
                                **{k: v for k, v in agree.items()}})
+    return per_comparison
+
+
+def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]:
+    cfg = common.load_config()
+    st = cfg["statistics"]
+    resamples, confidence, seed = int(st["resamples"]), float(st["confidence"]), int(st["seed"])
+    comparisons = st["comparisons"]
+    df = synthetic_generations(cfg)
+    pairs = paired_arrays(df, comparisons)
+    n_queries = df["query_id"].nunique()
+    sizes = {tuple(p["query_ids"]) for p in pairs}
+    times, (project_df, core, scipy_res) = timed_runs(df, comparisons, pairs, resamples, confidence, seed, repeats)
+    med = {k: stats_.median(v) for k, v in times.items()}
+    med["index_draws_only"] = index_draw_seconds(pairs, resamples, repeats)
+    per_comparison = checked_agreement(project_df, pairs, core, scipy_res, resamples, confidence)
     worst = max(per_comparison, key=lambda r: r["max_z"])
     speedup = med["scipy"] / med["run_comparisons"]
     core_speedup = med["scipy"] / med["core"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench.common import copy_repo, job_counts  # noqa: F401 (copy_repo: the tests' one copy too)
+
 REPO = Path(__file__).resolve().parents[1]
 TINY = "tests/configs/tiny.yaml"  # the reduced study's config overlay, relative to a repository copy
 WORDS = ("the a of in is was river lake mountain sea city capital north south east west largest deepest "
@@ -52,21 +54,6 @@ def merged(base: dict, overlay: dict) -> dict:
     return out
 
 
-def copy_repo(dest: Path) -> Path:
-    """The working tree as git sees it (tracked and untracked-but-not-ignored files), without results."""
-    import shutil
-    import subprocess
-
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
-                           capture_output=True).stdout.decode().split("\0")
-    for name in filter(None, files):
-        src = REPO / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-    return dest
-
-
 def snakemake_cli(*args: str) -> list[str]:
     """The command line of this environment's snakemake."""
     import sys
@@ -90,14 +77,4 @@ def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 900,
 def dry_run_jobs(workdir: Path, *args: str) -> dict[str, int]:
     """Rule -> job count from a dry run's job-stats table (empty when nothing is to be done)."""
     proc = snakemake(workdir, "-n", *args)
-    counts: dict[str, int] = {}
-    lines = (proc.stdout + proc.stderr).splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("Job stats:"):
-            for row in lines[i + 3:]:
-                parts = row.split()
-                if len(parts) != 2 or parts[0] == "total":
-                    break
-                counts[parts[0]] = int(parts[1])
-            break
-    return counts
+    return job_counts(proc.stdout + proc.stderr)

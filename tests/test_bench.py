@@ -12,7 +12,7 @@ import torch
 
 from anchormask import backbone as bb
 from anchormask import layout, masking, train
-from bench import common, dag, e2e, flops, memory, stats
+from bench import common, e2e, flops, memory, stats
 from bench.common import Line
 from bench.reference import reference_train_step
 from helpers import tiny_train_settings
@@ -148,7 +148,8 @@ def test_memory_estimate_adds_up():
 
 def test_dry_run_and_benchmark_tables_are_parsed(tmp_path):
     text = "Job stats:\njob    count\n---  -----\nall        1\ntrain     10\ntotal     11\n"
-    assert dag.job_total(text) == 11
+    assert common.job_counts(text) == {"all": 1, "train": 10}
+    assert common.job_counts("Nothing to be done.") == {}
     header = "s\th:m:s\tmax_rss\tmax_vms\n"
     files = {"train/anchor_full_n16_s6_seed42.tsv": "10.5\t0:00:10\t300.0\t900\n",
              "train/random_full_n16_s6_seed42.tsv": "4.5\t0:00:04\t350.0\t900\n",

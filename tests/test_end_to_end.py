@@ -1,7 +1,11 @@
 """The reduced study run end to end: what lands in results/ and whether it holds together."""
 
+import itertools
 import json
+import re
+import unicodedata
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -42,7 +46,7 @@ def test_generations_table_has_one_row_per_generation(tiny_study):
 
 def test_headline_figures_and_report_exist(tiny_study):
     headline = (tiny_study / "results" / "tables" / "headline.md").read_text()
-    assert "heldout_anchor_vs_random" in headline and "1.67x [1.51, 1.85]" in headline
+    assert "heldout_anchor_vs_random" in headline
     for name in ("main", "sweep", "ablation"):
         assert (tiny_study / "results" / "figures" / f"{name}.pdf").stat().st_size > 1000
         assert (tiny_study / "results" / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
@@ -60,6 +64,60 @@ def test_headline_figures_and_report_exist(tiny_study):
     order = [html.find(t) for t in ("1. Headline results", "2. Samples", "3. Figures", "4. Base evaluation",
                                      "5. Mechanism probes")]
     assert -1 not in order and order == sorted(order)
+
+
+def _words(text: str) -> list[str]:
+    """Word tokens as docs/protocol.md "Metric" defines them, written here apart from anchormask.metric."""
+    folded = unicodedata.normalize("NFKD", text.lower())
+    return re.findall(r"[^\W_]+", "".join(ch for ch in folded if not unicodedata.combining(ch)))
+
+
+def _held_out_overlaps(study, arms: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Arm -> query id -> corpus_overlap of its post-anchor text, main query set, held-out queries,
+    from results/generations/all.jsonl and the corpora (one training seed: one generation per query)."""
+    corpora = study / yaml.safe_load((study / "config.yaml").read_text())["data"]["corpora_dir"]
+    vocab: dict[str, set[str]] = {}
+    out: dict[str, dict[str, float]] = {arm: {} for arm in arms}
+    for line in (study / "results" / "generations" / "all.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["arm"] not in arms or rec["query_set"] != "main" or rec["split"] != "held_out":
+            continue
+        if rec["domain"] not in vocab:
+            statements = (corpora / f"{rec['domain']}.jsonl").read_text().splitlines()
+            vocab[rec["domain"]] = {w for s in statements for w in _words(json.loads(s)["text"])}
+        words = _words(rec["post_anchor_text"])
+        hits = sum(w in vocab[rec["domain"]] for w in words)
+        assert rec["query_id"] not in out[rec["arm"]]
+        out[rec["arm"]][rec["query_id"]] = hits / len(words) if words else 0.0
+    return out
+
+
+def test_headline_value_recomputed_from_the_generations(tiny_study):
+    """The held-out anchor/random comparison recomputed from the generations with plain numpy: the means,
+    their ratio and the exact two-sided sign-flip p-value (N <= 16), against the statistics and the headline."""
+    overlaps = _held_out_overlaps(tiny_study, ("anchor", "random"))
+    queries = sorted(overlaps["anchor"])
+    assert queries == sorted(overlaps["random"]) and len(queries) == 3 * 4  # 3 queries x 4 held-out domains
+    a = np.array([overlaps["anchor"][q] for q in queries])
+    b = np.array([overlaps["random"][q] for q in queries])
+    d = a - b
+    signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
+    p_exact = float(np.mean(np.abs(signs @ d) >= abs(d.sum()) * (1 - 1e-9)))
+
+    stats = pd.read_parquet(tiny_study / "results" / "stats" / "comparisons.parquet").set_index("name")
+    row = stats.loc["heldout_anchor_vs_random"]
+    assert int(row["n"]) == len(queries)
+    assert row["mean_a"] == pytest.approx(a.mean(), abs=1e-12)
+    assert row["mean_b"] == pytest.approx(b.mean(), abs=1e-12)
+    assert row["ratio"] == pytest.approx(a.mean() / b.mean(), rel=1e-12)
+    assert row["p_perm"] == pytest.approx(p_exact, abs=1e-12)
+
+    headline = (tiny_study / "results" / "tables" / "headline.md").read_text()
+    cells = next(line for line in headline.splitlines() if line.startswith("| heldout_anchor_vs_random |")).split("|")
+    # | comparison | selection | a | b | N | mean a | mean b | a/b [CI] | a−b [CI] | P(a>b) | p | p Holm | report |
+    assert cells[6].strip() == f"{a.mean():.3f}" and cells[7].strip() == f"{b.mean():.3f}"
+    assert cells[8].strip().startswith(f"{a.mean() / b.mean():.2f}x [")
+    assert cells[11].strip() == f"{p_exact:.4f}"
 
 
 def test_statistics_samples_and_page_rebuild_byte_identical(tiny_study):

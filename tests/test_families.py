@@ -156,7 +156,7 @@ def test_dream_slow_tokenizer_shift_and_sdpa_facts(loaded):
 
 CHAT_PAIR = ("what is the sea ?", "the sea flows into the lake .")
 CHAT_Q, CHAT_A = ["what", "is", "the", "sea", "?"], ["the", "sea", "flows", "into", "the", "lake", "."]
-# The exact chat-layout sequence of each tiny checkpoint (README "Our reading"): the template's text
+# The exact chat-layout sequence of each tiny checkpoint (docs/protocol.md, "Sequence layout"): the template's text
 # before Q, Q, the text after Q (user turn closed, assistant turn opened), A, the end-of-turn token.
 CHAT_TOKENS = {
     "llada": (["<|startoftext|>", "<|start_header_id|>", "user", "<|end_header_id|>", "\n", "\n"],

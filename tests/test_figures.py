@@ -143,3 +143,59 @@ def test_figure_script_reads_parquet(tmp_path):
         root.setLevel(saved[1])
     assert_pdf_png(tmp_path / "f.pdf", tmp_path / "f.png")
     assert "wrote" in (tmp_path / "f.log").read_text()
+
+
+def drawn(monkeypatch, tmp_path, draw) -> tuple[object, tuple[int, int]]:
+    """The Figure a figure function saved (captured at ``figures.save``) and its PNG's (width, height)."""
+    import struct
+
+    saved = []
+    real_save = figures.save
+    monkeypatch.setattr(figures, "save", lambda fig, pdf, png: (saved.append(fig), real_save(fig, pdf, png)))
+    draw(tmp_path / "f.pdf", tmp_path / "f.png")
+    assert len(saved) == 1
+    header = (tmp_path / "f.png").read_bytes()[:24]  # the PNG signature, then IHDR: width, height
+    return saved[0], struct.unpack(">II", header[16:24])
+
+
+def visible_axes(fig):
+    return [ax for ax in fig.axes if ax.get_visible()]
+
+
+def test_main_figure_shows_every_panel_and_arm(monkeypatch, tmp_path):
+    fig, size = drawn(monkeypatch, tmp_path, lambda pdf, png: figures.main_figure(generations(), pdf, png,
+                                                                                resamples=200, confidence=0.9))
+    axes = visible_axes(fig)
+    assert [ax.get_title() for ax in axes] == ["in-domain: in_domain (N = 5 queries)",
+                                               "held-out: astronomy (N = 4 queries)", "held-out: law (N = 4 queries)",
+                                               "held-out pooled (N = 8 queries)"]
+    for ax in axes:
+        assert [t.get_text() for t in ax.get_xticklabels()] == list(ARMS)
+        assert len(ax.patches) == len(ARMS)  # one bar per arm
+    assert {ax.get_ylabel() for ax in axes if ax.get_ylabel()} == {"mean corpus_overlap"}
+    assert "90% bootstrap CI" in fig.get_suptitle()
+    dpi = figures.RC["savefig.dpi"]
+    assert size == tuple(round(v * dpi) for v in fig.get_size_inches())
+    assert size[0] > size[1] > 500  # 3 panels wide, 2 high
+
+
+def test_sweep_figure_shows_each_size_and_the_report(monkeypatch, tmp_path):
+    fig, size = drawn(monkeypatch, tmp_path, lambda pdf, png: figures.sweep_figure(sweep_stats(), pdf, png))
+    (ax,) = visible_axes(fig)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["72 pairs (N = 48 held-out queries)", "144 pairs (N = 48 held-out queries)", "report"]
+    assert ax.get_xlabel() == "training steps (log scale)" and ax.get_ylabel() == "anchor / random mean corpus_overlap"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["100", "300", "1000"]
+    assert "95% CI bands" in ax.get_title()
+    assert size == tuple(round(v * figures.RC["savefig.dpi"]) for v in fig.get_size_inches())
+
+
+def test_ablation_figure_shows_targets_strategies_and_base(monkeypatch, tmp_path):
+    fig, size = drawn(monkeypatch, tmp_path, lambda pdf, png: figures.ablation_figure(generations(), pdf, png,
+                                                                                    resamples=200))
+    (ax,) = visible_axes(fig)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["base (no adapter)", "anchor", "random"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["full (Q,K,V,O)", "vo (V,O)", "qk (Q,K)"]
+    assert ax.get_xlabel() == "LoRA target modules" and ax.get_ylabel() == "mean corpus_overlap"
+    assert len(ax.patches) == 2 * 3  # anchor and random for each target set
+    assert size == tuple(round(v * figures.RC["savefig.dpi"]) for v in fig.get_size_inches())

@@ -1,8 +1,11 @@
 """Samples beside the numbers, and the study-on-one-page report body."""
 
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 
+from anchormask import config
 from anchormask.reporting import paper, samples
 from anchormask.io import InputError
 from helpers import REPO
@@ -55,13 +58,33 @@ def test_paper_page_orders_sections_and_inlines_figures(tmp_path):
     png.write_bytes(b"\x89PNG fake")
     caption = (REPO / "workflow" / "report" / "figure.rst").read_text()
     page = paper.paper_html("# Headline results\n\n| a | b |\n|---|---|\n| 1 | 2 |\n", "# Samples\n\ntext",
-                            [("main", png)], caption, "# Probes\n\n- one", None)
+                            [("main", png)], caption, "# Probes\n\n- one", None, confidence=0.95)
     order = [page.index(t) for t in ("1. Headline results", "2. Samples", "3. Figures", "4. Base evaluation",
                                      "5. Mechanism probes")]
     assert order == sorted(order)
     assert '<div class="am-scroll"><table>' in page and "<td>1</td>" in page
     assert "data:image/png;base64," in page and "Mean corpus_overlap of the post-anchor text per generation" in page
     assert "Not available" in page and "<h1>" not in page
-    with_eval = paper.paper_html("x", "y", [], caption, "z", "# Base\n\nNLL 3.2")
+    with_eval = paper.paper_html("x", "y", [], caption, "z", "# Base\n\nNLL 3.2", confidence=0.95)
     assert "NLL 3.2" in with_eval and "Not available" not in with_eval
-    assert paper.paper_html("<script>x</script>", "", [], caption, "", None).count("<script>") == 0
+    assert paper.paper_html("<script>x</script>", "", [], caption, "", None, confidence=0.95).count("<script>") == 0
+
+
+def test_captions_state_the_configured_interval_level(tmp_path):
+    """The captions read statistics.confidence: the page's and the report's (Jinja over snakemake.config)."""
+    import jinja2
+
+    png = tmp_path / "main.png"
+    png.write_bytes(b"\x89PNG fake")
+    caption = (REPO / "workflow" / "report" / "figure.rst").read_text()
+    page = paper.paper_html("", "", [("main", png), ("sweep", png)], caption, "", None, confidence=0.9)
+    assert "90% bootstrap confidence intervals" in page and "90% paired-bootstrap bands" in page
+    assert "95%" not in page
+    cfg = config.load(REPO / "config.yaml")
+    cfg["statistics"]["confidence"] = 0.99
+    for template in sorted((REPO / "workflow" / "report").glob("*.rst")):
+        text = template.read_text()
+        wildcards = SimpleNamespace(figure="ablation")
+        rendered = jinja2.Template(text).render(snakemake=SimpleNamespace(wildcards=wildcards, config=cfg))
+        assert "95%" not in rendered, template.name
+        assert ("99%" in rendered) == ("confidence" in text), template.name

@@ -1,5 +1,7 @@
 """The DAG as Snakemake builds it: job counts, targets by path, and errors at DAG build."""
 
+import re
+
 import pytest
 
 from helpers import REPO, copy_repo, dry_run_jobs, snakemake
@@ -19,6 +21,14 @@ def test_default_dag_has_one_job_per_training_config_and_arm(default_dag):
     assert jobs["verify_base"] == 1 and jobs["retrieve"] == 9  # 5 domains of the main query set, 4 of the second
     assert jobs["aggregate"] == 1 and jobs["statistics"] == 1 and jobs["figure"] == 3
     assert jobs["samples"] == 1 and jobs["paper"] == 1
+
+
+def test_the_docs_state_the_default_dags_job_count(default_dag):
+    """README's benchmark table and bench/README.md give the default DAG's size: the dry run's total."""
+    total = sum(default_dag.values())
+    readme = re.findall(r"DAG: `snakemake -n`, (\d+) jobs", (REPO / "README.md").read_text())
+    bench = re.findall(r"full default DAG \((\d+) jobs\)", (REPO / "bench" / "README.md").read_text())
+    assert readme and bench and {int(n) for n in readme + bench} == {total}
 
 
 def test_sweep_figure_builds_only_what_the_sweep_needs(repo):

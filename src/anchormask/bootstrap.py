@@ -1,6 +1,6 @@
 """Paired percentile bootstrap of per-query corpus_overlap, vectorised with numpy.
 
-Method (PROTOCOL "Metric and statistics"): ``resamples`` bootstrap resamples of the per-query
+Method (docs/protocol.md, "Statistics"): ``resamples`` bootstrap resamples of the per-query
 values; in each resample the SAME resampled query indices are used for both arms (paired);
 the confidence interval is the percentile interval (``numpy.percentile``, linear
 interpolation, the rule ``scipy.stats.bootstrap(method="percentile")`` uses) of the

@@ -1,4 +1,4 @@
-# Mechanism probes (PROTOCOL "Mechanism probes", seed 002): attention mass, LoRA weight
+# Mechanism probes (docs/protocol.md, "Mechanism probes"): attention mass, LoRA weight
 # allocation, mask-count robustness, and results/probes/summary.md. Config: the optional
 # top-level `probes: {attention_arms: [...], maskcount_k: [...]}`, whose defaults are the config
 # schema's (src/anchormask/schemas/config.schema.yaml). The probes' part of the default

@@ -24,6 +24,7 @@ rule paper:
         ),
     params:
         figures=REPORT_FIGURES,
+        confidence=config["statistics"]["confidence"],  # the captions state it
         code=code_digest_of("paper.py"),
     log:
         "results/logs/paper.log",

@@ -1,4 +1,4 @@
-"""Mechanism probes (PROTOCOL "Mechanism probes" and the seed-002 option), one module per probe.
+"""Mechanism probes (docs/protocol.md, "Mechanism probes"), one module per probe.
 
 * ``attention``: attention mass from the generated-answer positions onto the question prefix and
   the locked anchor, per layer and head (probe 2).

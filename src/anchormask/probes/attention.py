@@ -1,4 +1,4 @@
-"""Attention mass (probe 2 of PROTOCOL "Mechanism probes").
+"""Attention mass (probe 2 of docs/protocol.md, "Mechanism probes").
 
 Each arm (the base, and the base with one adapter merged) answers every retrieved query with the
 anchor locked, through ``sampler.generate``; before every denoising forward pass an observer runs

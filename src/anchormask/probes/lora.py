@@ -1,4 +1,4 @@
-"""LoRA weight allocation (probe 3 of PROTOCOL "Mechanism probes").
+"""LoRA weight allocation (probe 3 of docs/protocol.md, "Mechanism probes").
 
 For every saved adapter, ``||ΔW||_F`` with ``ΔW = scaling · B A`` and ``scaling = lora_alpha / r``
 (``lora_alpha / sqrt(r)`` for rsLoRA), per projection kind (q, k, v, o; names mapped through

@@ -51,13 +51,17 @@ def markdown_html(text: str) -> str:
     return rendered.replace("<table>", '<div class="am-scroll"><table>').replace("</table>", "</table></div>")
 
 
-def caption_html(template: str, figure: str) -> str:
-    """The report's caption for one figure: the Jinja template with that wildcard, then rST to HTML."""
+def caption_html(template: str, figure: str, confidence: float) -> str:
+    """The report's caption for one figure: the Jinja template with that wildcard, then rST to HTML.
+
+    The template reads the interval level from ``snakemake.config``, as in Snakemake's report; here
+    the config holds that one setting (``statistics.confidence``), the one the paper job declares.
+    """
     import jinja2
     from docutils.core import publish_parts
 
-    wildcards = SimpleNamespace(figure=figure)
-    text = jinja2.Template(template).render(snakemake=SimpleNamespace(wildcards=wildcards))
+    smk = SimpleNamespace(wildcards=SimpleNamespace(figure=figure), config={"statistics": {"confidence": confidence}})
+    text = jinja2.Template(template).render(snakemake=smk)
     return publish_parts(text, writer="html")["body"]
 
 
@@ -78,13 +82,14 @@ def _demote(markdown: str) -> str:
 
 
 def paper_html(headline: str, samples: str, figures: Sequence[tuple[str, str | Path]], figure_caption: str,
-               probes: str, base_eval: str | None) -> str:
+               probes: str, base_eval: str | None, *, confidence: float) -> str:
     """The page: headline tables, samples, figures with captions, base evaluation, probes' summary.
 
     ``figures`` are (name, PNG path) pairs; ``figure_caption`` the text of workflow/report/figure.rst;
-    ``base_eval`` the markdown of results/base_eval/summary.md, None while the study has none.
+    ``base_eval`` the markdown of results/base_eval/summary.md, None while the study has none;
+    ``confidence`` the figures' interval level (``statistics.confidence``), which the captions state.
     """
-    figure_body = "\n".join(figure_html(png, caption_html(figure_caption, name)) for name, png in figures)
+    figure_body = "\n".join(figure_html(png, caption_html(figure_caption, name, confidence)) for name, png in figures)
     base_body = (markdown_html(_demote(base_eval)) if base_eval is not None else
                  '<p class="am-missing">Not available: this study has no base evaluation '
                  "(<code>results/base_eval/summary.md</code>).</p>")

@@ -102,7 +102,7 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
                      paths: Mapping[str, str]) -> str:
     """results/probes/summary.md: one section per probe with its headline number and where to look."""
     lines = ["# Mechanism probes: summary", "",
-             "Headline numbers of each probe (PROTOCOL \"Mechanism probes\", and the seed-002 mask-count "
+             "Headline numbers of each probe (docs/protocol.md, \"Mechanism probes\", with the seed-002 mask-count "
              "probe). Every number comes from the files named in its section.", ""]
     comp = comparisons if comparisons is not None else pd.DataFrame(columns=["name", "a", "b"])
     by_name = {r["name"]: r for r in comp.to_dict("records")}
