@@ -107,6 +107,7 @@ def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
         ratio = settings.get("mask_ratio")
         if ratio and ratio["low"] > ratio["high"]:
             problems.append(((*path, "mask_ratio"), f"low ({ratio['low']}) must not exceed high ({ratio['high']})"))
+    problems += [(("generation", key), text) for key, text in decoding_problems(config["generation"])]
     if config["data"]["in_domain"] in config["data"]["held_out"]:
         problems.append((("data", "held_out"), f"lists {config['data']['in_domain']!r}, the in-domain domain "
                          "(data.in_domain); a domain is in-domain or held out, not both: remove it here"))
@@ -124,6 +125,34 @@ def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
         if comp.get("domain") is not None and comp["domain"] not in domains:
             problems.append(((*where, "domain"), f"unknown domain {comp['domain']!r}; domains: "
                              f"{', '.join(sorted(domains))}"))
+    return problems
+
+
+def decoding_problems(generation: dict[str, Any]) -> list[tuple[str, str]]:
+    """The decoding options that make no sense together: (generation key, what is wrong and the fix).
+
+    The one place these rules live: the config check and sampler.SamplerSettings both ask it.
+    """
+    get = lambda key: generation.get(key, schemas.default(("generation", key)))  # noqa: E731
+    remasking, threshold = get("remasking"), get("decoding") == "threshold"
+    problems = []
+    if remasking == "origin" and get("schedule") != "dream":
+        problems.append(("remasking", "origin commits each masked position with Dream's chance 1 - s/t, which only "
+                         "schedule: dream defines; set generation.schedule: dream"))
+    if threshold and remasking in ("origin", "entropy", "random"):
+        problems.append(("decoding", f"threshold compares a probability with generation.threshold, but remasking: "
+                         f"{remasking} gives no probability; set decoding: fixed, or remasking: low_confidence "
+                         "or topk_margin"))
+    if threshold and get("schedule") == "dream":
+        problems.append(("schedule", "dream sets how many positions a step commits, which decoding: threshold "
+                         "decides itself; set schedule: even (threshold ignores it) or decoding: fixed"))
+    if get("alg_temp") > 0 and (threshold or remasking in ("origin", "random")):
+        problems.append(("alg_temp", f"> 0 draws a step's positions by their confidence, which decoding: "
+                         f"{get('decoding')} with remasking: {remasking} does not use; set alg_temp: 0"))
+    if get("confidence_eos_eot_inf") and remasking != "low_confidence":
+        problems.append(("confidence_eos_eot_inf", f"LLaDA's rule zeroes the end-of-turn token's probability in "
+                         f"low_confidence's confidence; remasking: {remasking} has none; set it false or "
+                         "remasking: low_confidence"))
     return problems
 
 

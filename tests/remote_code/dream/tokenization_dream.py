@@ -1,8 +1,9 @@
 """A tiny slow (pure Python) word-level tokenizer in Dream's place, written for the tests.
 
 Like Dream's own tokenizer it is a ``PreTrainedTokenizer`` (no fast backend, so no
-``sequence_ids()``) loaded through ``auto_map`` with trust_remote_code. Ids outside its small
-vocabulary decode as ``t<id>`` so that a random model's output is still text.
+``sequence_ids()``) loaded through ``auto_map`` with trust_remote_code. As strict as Dream's own:
+an id outside its vocabulary has no token (None), and decoding it fails in
+``convert_tokens_to_string``, so a sampler that proposes such an id fails here as on Dream-7B.
 """
 
 import json
@@ -36,7 +37,7 @@ class DreamTokenizer(PreTrainedTokenizer):
         return self.encoder.get(token, self.encoder["<unk>"])
 
     def _convert_id_to_token(self, index):
-        return self.decoder.get(index, f"t{index}")
+        return self.decoder.get(index)
 
     def convert_tokens_to_string(self, tokens):
         return " ".join(tokens)
