@@ -31,3 +31,59 @@ def test_the_answer_slot_minimum_states_its_reason():
     cfg = config.load(REPO / "config.yaml")
     cfg["generation"]["answer_len"] = 24
     config.validate(cfg)  # the minimum itself is accepted
+
+
+# --------------------------------------------------------------------------- anchors cut to fit the slot
+
+def generations(truncated: dict[tuple[str, str], int]) -> "pd.DataFrame":
+    """A generations table of two arms × two domains × three queries (two seeds for anchor), with the
+    first n queries of (arm, domain) flagged anchor_truncated."""
+    import pandas as pd
+
+    rows = []
+    for arm, seeds in (("base", [None]), ("anchor", [42, 43])):
+        for domain in ("law", "medicine"):
+            for q in range(3):
+                rows += [{"query_set": "main", "arm": arm, "domain": domain, "query_id": f"{domain}-q{q}",
+                          "train_seed": seed, "anchor_truncated": q < truncated.get((arm, domain), 0)}
+                         for seed in seeds]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.unit
+def test_truncated_anchors_are_counted_per_arm_and_domain_once_per_query():
+    from anchormask import tables
+
+    counts = tables.anchor_truncations(generations({("base", "law"): 2, ("anchor", "law"): 2}))
+    assert counts.to_dict("records") == [
+        {"query_set": "main", "arm": "base", "domain": "law", "anchors": 3, "truncated": 2},
+        {"query_set": "main", "arm": "base", "domain": "medicine", "anchors": 3, "truncated": 0},
+        {"query_set": "main", "arm": "anchor", "domain": "law", "anchors": 3, "truncated": 2},  # 2 seeds, 2 queries
+        {"query_set": "main", "arm": "anchor", "domain": "medicine", "anchors": 3, "truncated": 0}]
+
+
+@pytest.mark.unit
+def test_the_headline_says_how_many_anchors_were_truncated():
+    from anchormask import tables
+    from anchormask.reporting.markdown import truncation_markdown
+
+    cut = truncation_markdown(tables.anchor_truncations(generations({("base", "law"): 2, ("anchor", "law"): 2})))
+    assert cut[0].startswith("**2 of 6 anchors truncated** (the main query set)")
+    assert "| arm | law | medicine | anchors truncated |" in cut
+    assert "| base | 2 | 0 | 2 of 6 |" in cut and "| anchor | 2 | 0 | 2 of 6 |" in cut
+    none = truncation_markdown(tables.anchor_truncations(generations({})))
+    assert none[0].startswith("**0 of 6 anchors truncated**") and not any(line.startswith("|") for line in none)
+
+
+@pytest.mark.unit
+def test_no_anchor_of_the_default_study_is_truncated():
+    """The default generation.answer_len (48) holds the longest locus statement of every corpus."""
+    from transformers import AutoTokenizer
+
+    from anchormask import data, layout
+
+    cfg = config.load(REPO / "config.yaml")
+    tokenizer = AutoTokenizer.from_pretrained(REPO / cfg["base"]["path"])
+    longest = max(len(layout.anchor_ids(tokenizer, r["text"])) for d in config.domains(cfg)
+                  for r in data.load_corpus(REPO / data.corpus_path(cfg, d)))
+    assert longest <= cfg["generation"]["answer_len"] - 1, longest
