@@ -87,3 +87,67 @@ def test_no_anchor_of_the_default_study_is_truncated():
     longest = max(len(layout.anchor_ids(tokenizer, r["text"])) for d in config.domains(cfg)
                   for r in data.load_corpus(REPO / data.corpus_path(cfg, d)))
     assert longest <= cfg["generation"]["answer_len"] - 1, longest
+
+
+# --------------------------------------------------------------------------- adapters damaged after use
+
+def finished_generation(work, adapter_name="anchor_full_n16_s6_seed42"):
+    """A results tree as a finished run leaves it: an adapter, a generation made from it, and Snakemake's
+    record of that generation's inputs (.snakemake/metadata, named by the output's URL-safe base64)."""
+    import json
+    from base64 import urlsafe_b64encode
+
+    import torch
+    from safetensors.torch import save_file
+
+    from anchormask import adapters
+
+    adapter = work / "results" / "adapters" / adapter_name
+    adapter.mkdir(parents=True)
+    save_file({"lora_A": torch.zeros(4, 8), "lora_B": torch.zeros(8, 4)}, adapter / "adapter_model.safetensors")
+    (adapter / "adapter_config.json").write_text("{}\n")
+    (adapter / adapters.PROVENANCE).write_text(json.dumps({"files": adapters.file_hashes(adapter)}))
+    output = "results/generations/anchor.jsonl"
+    (work / output).parent.mkdir(parents=True)
+    (work / output).write_text("{}\n")
+    meta = work / ".snakemake" / "metadata"
+    meta.mkdir(parents=True)
+    (meta / urlsafe_b64encode(output.encode()).decode()).write_text(json.dumps(
+        {"rule": "generate_arm", "input": [f"results/adapters/{adapter_name}", "results/base/verified.json"]}))
+    return adapter
+
+
+@pytest.mark.unit
+def test_a_whole_adapter_gives_no_warning(tmp_path):
+    from anchormask import audit
+
+    finished_generation(tmp_path)
+    assert audit.damaged_adapters(workdir=tmp_path) == [] and audit.format_damaged([]) == ""
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("damage, problem", [
+    ("delete", "the adapter folder is missing"),
+    ("truncate", "adapter_model.safetensors has 391 bytes and a header that describes 392 bytes: truncated or altered"),
+    ("no_config", "adapter_config.json missing"),
+])
+def test_an_adapter_damaged_after_use_is_named_with_the_command_that_rebuilds_it(tmp_path, damage, problem):
+    import shutil
+
+    from anchormask import audit
+
+    adapter = finished_generation(tmp_path)
+    weights = adapter / "adapter_model.safetensors"
+    if damage == "delete":
+        shutil.rmtree(adapter)
+    elif damage == "truncate":
+        assert weights.stat().st_size == 392
+        weights.write_bytes(weights.read_bytes()[:-1])
+    else:
+        (adapter / "adapter_config.json").unlink()
+    text = audit.format_damaged(audit.damaged_adapters(workdir=tmp_path))
+    assert text.startswith("WARNING: 1 adapter(s) damaged after outputs were made from them")
+    assert f"  results/adapters/anchor_full_n16_s6_seed42: {problem}\n" in text
+    assert "used by 1 output(s): results/generations/anchor.jsonl" in text
+    assert "fix: snakemake --cores 1 --forcerun results/adapters/anchor_full_n16_s6_seed42" in text
+    assert "anchormask audit check" in text
