@@ -6,7 +6,12 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
+from anchormask.cmdline import check_configfiles
 from anchormask.config import yaml_file
+
+# A target written after --configfile without `=` is read as a config file; when it exists and parses
+# (a JSON output), say so before the config checks blame its keys. `anchormask run` checks more.
+check_configfiles(workflow.config_settings.configfiles)
 
 # Snakemake's own message for a YAML syntax error names neither the line nor the problem.
 yaml_file("config.yaml")

@@ -29,7 +29,7 @@ def family_config(repo, base, family):
     cfg["train"].update(batch_size=4, warmup_steps=1, log_every=5, default={"size": 8, "steps": 3})
     cfg["arms"] = {a: cfg["arms"][a] for a in ("base", "anchor", "random")}
     cfg["sweep"] = {"strategies": ["anchor", "random"], "sizes": [8], "steps": [3]}
-    cfg["generation"].update(answer_len=12, steps=3, batch_size=16)
+    cfg["generation"].update(answer_len=24, steps=3, batch_size=16)
     cfg["statistics"].update(resamples=200, sweep_report={}, comparisons=[
         {"name": "heldout_anchor_vs_random", "a": "anchor", "b": "random", "split": "held_out"},
         {"name": "heldout_anchor_vs_base", "a": "anchor", "b": "base", "split": "held_out"}])

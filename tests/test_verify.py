@@ -34,14 +34,49 @@ def test_changed_weight_file_fails_with_expected_actual_and_fix(base_copy, tmp_p
     assert not (tmp_path / "v.json").exists()
 
 
-def test_missing_file_changes_the_hash_and_missing_config_is_named(base_copy):
+def test_missing_tokenizer_is_named_before_the_hash_is_compared(base_copy):
     expected = checksum.directory_sha256(base_copy)
     (base_copy / "tokenizer.json").unlink()
-    with pytest.raises(verify.ChecksumError, match="mismatch"):
+    with pytest.raises(verify.ChecksumError) as err:
         verify.verify_base(str(base_copy), expected)
+    message = str(err.value)
+    assert "lacks files its loader needs" in message and "mismatch" not in message
+    assert "missing tokenizer: tokenizer.json, or vocab.txt for the slow BertTokenizer" in message
+    assert "base.path" in message and "Restore them" in message
     (base_copy / "config.json").unlink()
     with pytest.raises(verify.ChecksumError, match="missing config.json"):
         verify.verify_base(str(base_copy), expected)
+
+
+def test_a_slow_tokenizers_vocabulary_stands_in_for_tokenizer_json(base_copy):
+    import json
+
+    vocab = json.loads((base_copy / "tokenizer.json").read_text())["model"]["vocab"]
+    (base_copy / "vocab.txt").write_text("".join(f"{word}\n" for word in sorted(vocab, key=vocab.get)))
+    (base_copy / "tokenizer.json").unlink()
+    assert verify.missing_files(base_copy) == []
+
+
+def test_code_that_auto_map_names_or_imports_is_required(base_copy):
+    import json
+
+    config = json.loads((base_copy / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "configuration_x.XConfig", "AutoModel": "modeling_x.XModel",
+                          "AutoModelForCausalLM": "other/repo--modeling_y.YModel"}
+    (base_copy / "config.json").write_text(json.dumps(config))
+    (base_copy / "modeling_x.py").write_text("from .configuration_x import XConfig\nfrom .generation_utils import G\n")
+    assert verify.missing_files(base_copy) == ["code: configuration_x.py (auto_map or a relative import names it)",
+                                               "code: generation_utils.py (auto_map or a relative import names it)"]
+
+
+def test_shards_of_a_weight_index_are_required(base_copy):
+    import json
+
+    (base_copy / "model.safetensors").rename(base_copy / "model-00001-of-00002.safetensors")
+    (base_copy / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}))
+    assert verify.missing_files(base_copy) == [
+        "weights: model-00002-of-00002.safetensors (a shard that model.safetensors.index.json names)"]
 
 
 def test_manifest_covers_names_and_contents_but_not_readme_or_hidden_files(base_copy):
@@ -60,13 +95,16 @@ def test_shipped_base_matches_the_pinned_hash():
     assert checksum.directory_sha256(REPO / cfg["base"]["path"]) == cfg["base"]["sha256"]
 
 
-def test_mismatch_names_a_missing_kind_of_file_and_files_no_loader_reads(base_copy):
+def test_missing_weights_are_named_and_a_mismatch_names_files_no_loader_reads(base_copy):
     expected = checksum.directory_sha256(base_copy)
     (base_copy / "notes.txt").write_text("x")
+    with pytest.raises(verify.ChecksumError) as err:
+        verify.verify_base(str(base_copy), expected)
+    message = str(err.value)
+    assert "mismatch" in message and "not a checkpoint file, added to the folder?: notes.txt" in message
     (base_copy / "model.safetensors").unlink()
     with pytest.raises(verify.ChecksumError) as err:
         verify.verify_base(str(base_copy), expected)
     message = str(err.value)
-    assert "missing: no weights file (*.safetensors or *.bin)" in message
-    assert "not a checkpoint file, added to the folder?: notes.txt" in message
-    assert "no tokenizer file" not in message
+    assert "missing weights: no *.safetensors or *.bin file" in message and "mismatch" not in message
+    assert "tokenizer" not in message

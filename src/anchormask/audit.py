@@ -249,3 +249,72 @@ def format_check(found: list[dict[str, Any]]) -> str:
                      f"{' …' if len(used) > 3 else ''}")
         lines.append(f"    fix: {item['fix']}")
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# The cheap check every DAG build can afford (common.smk): existence and sizes, no hashing, of
+# the adapters that existing outputs were built from. Snakemake alone says "Nothing to be done".
+
+def _safetensors_size(path: Path) -> int | None:
+    """The file size a safetensors header describes (8 + header + the end of the last tensor), or None
+    when the header itself is unreadable."""
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        length = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if not 0 < length <= 100 * 2**20:
+            return None
+        try:
+            header = json.loads(fh.read(length))
+            ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return None
+    return 8 + length + max(ends, default=0)
+
+
+def adapter_quick_problem(folder: Path) -> str | None:
+    """What is wrong with an adapter folder by existence and size alone; None when nothing shows."""
+    from anchormask import adapters
+
+    if not folder.is_dir():
+        return "the adapter folder is missing"
+    missing = [n for n in (*adapters.HASHED_FILES, adapters.PROVENANCE) if not (folder / n).is_file()]
+    if missing:
+        return f"{', '.join(missing)} missing"
+    weights = folder / "adapter_model.safetensors"
+    expected, actual = _safetensors_size(weights), weights.stat().st_size
+    if expected != actual:
+        described = "an unreadable header" if expected is None else f"a header that describes {expected} bytes"
+        return f"adapter_model.safetensors has {actual} bytes and {described}: truncated or altered"
+    return None
+
+
+def damaged_adapters(results: str | os.PathLike[str] = "results",
+                     workdir: str | os.PathLike[str] = ".") -> list[dict[str, Any]]:
+    """Adapters that existing outputs were built from (Snakemake's records) and that fail the cheap check,
+    each with those outputs and the command that rebuilds it (as `check_intermediates`)."""
+    from anchormask import adapters
+
+    work = Path(workdir)
+    users = _users_of_inputs(snakemake_records(work), work, Path(results).as_posix())
+    found = []
+    for path, outputs in sorted(users.items()):
+        problem = adapter_quick_problem(work / path) if _is_adapter(path) else None
+        if problem:
+            found.append({"path": path, "problem": problem, "used_by": outputs, "fix": adapters.rebuild_command(path)})
+    return found
+
+
+def format_damaged(found: list[dict[str, Any]]) -> str:
+    """The warning at the top of a run; empty when every adapter looks whole."""
+    if not found:
+        return ""
+    lines = [f"WARNING: {len(found)} adapter(s) damaged after outputs were made from them; Snakemake will not "
+             "rebuild them by itself (the outputs exist), so the results no longer match their adapters:"]
+    for item in found:
+        used = item["used_by"]
+        lines += [f"  {item['path']}: {item['problem']}",
+                  f"    used by {len(used)} output(s): {', '.join(used[:3])}{' …' if len(used) > 3 else ''}",
+                  f"    fix: {item['fix']}"]
+    lines.append("  (existence and sizes only; `anchormask audit check` compares every adapter with its recorded "
+                 "hashes)")
+    return "\n".join(lines) + "\n"

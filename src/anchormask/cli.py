@@ -8,6 +8,7 @@ should are both questions about bytes; these subcommands answer them without Sna
     anchormask audit compare OLD NEW                   changed / unchanged / added / removed
     anchormask audit check [--results R]               missing or altered intermediates (exit 1 if any)
     anchormask evaluate-base [--base DIR] [-o DIR]     quality gates of a base (base_eval.py)
+    anchormask run [SNAKEMAKE ARGS ...]                check --config / --configfile, then run snakemake
 """
 
 from __future__ import annotations
@@ -61,6 +62,35 @@ def _evaluate_base(args: argparse.Namespace) -> int:
     return 0
 
 
+def snakemake_program() -> str:
+    """This environment's snakemake (beside its python), else the one on PATH."""
+    import shutil
+    from pathlib import Path
+
+    beside = Path(sys.executable).with_name("snakemake")
+    found = str(beside) if beside.is_file() else shutil.which("snakemake")
+    if found is None:
+        raise SystemExit("anchormask run: no snakemake beside this python or on PATH; activate the project's "
+                         "environment (.venv/bin/activate) or run `bash .ci/setup`")
+    return found
+
+
+def run_snakemake(argv: Sequence[str]) -> int:
+    """Check the command line Snakemake would misread (anchormask.cmdline), then become snakemake."""
+    import os
+
+    from anchormask import cmdline
+
+    found = cmdline.problems(argv)
+    if found:
+        sys.stderr.write("anchormask run: the command line does not say what it means; nothing was run.\n"
+                         + "".join(f"- {p}\n" for p in found))
+        return 2
+    program = snakemake_program()
+    sys.stdout.flush()
+    os.execv(program, [program, *argv])  # replaces this process: signals and the exit status are Snakemake's
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="anchormask", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -92,10 +122,16 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--threads", type=int, default=1)
     e.add_argument("-o", "--output", default="results/base_eval", help="folder for evaluation.json and summary.md")
     e.set_defaults(func=_evaluate_base)
+    # Handled in main before parsing: every argument after `run` is Snakemake's.
+    sub.add_parser("run", help="check the --config / --configfile options of a snakemake command line (a dotted "
+                               "key, a missing file, a target read as a config file), then run snakemake with it")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["run"]:
+        return run_snakemake(argv[1:])
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 

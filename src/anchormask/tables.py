@@ -164,6 +164,16 @@ def generations_table(jsonl_paths: Iterable[str | os.PathLike[str]],
     return df
 
 
+def anchor_truncations(df: pd.DataFrame) -> pd.DataFrame:
+    """Per query set, arm and domain: the locked anchors (distinct queries) and how many of them were cut
+    to generation.answer_len − 1 tokens (``anchor_truncated``), in the table's order."""
+    keys = ["query_set", "arm", "domain"]
+    cut = df[df["anchor_truncated"].astype(bool)].groupby(keys, sort=False)["query_id"].nunique()
+    counts = df.groupby(keys, sort=False)["query_id"].nunique().rename("anchors").to_frame()
+    counts["truncated"] = cut.reindex(counts.index, fill_value=0).astype(int)
+    return counts.reset_index()
+
+
 def of_query_set(df: pd.DataFrame, query_set: str = "main") -> pd.DataFrame:
     """The rows of one query set; figures, samples and the main comparisons use the main set."""
     return df[df["query_set"] == query_set].reset_index(drop=True)

@@ -4,10 +4,12 @@
 import json
 import math
 import os
+import sys
 from pathlib import Path
 
 from snakemake.utils import validate
 
+from anchormask import audit as study_audit
 from anchormask import codedigest
 from anchormask import config as study
 from anchormask import data as study_data
@@ -35,6 +37,10 @@ study.validate(config, CONFIG_SOURCES)
 validate(config, str(study_schemas.path("config")))
 study.check_base(config, CONFIG_SOURCES)
 study_data.check_all(config)
+# Adapters deleted or cut short after outputs were made from them: Snakemake says "Nothing to be done".
+# Existence and sizes only (no hashing), once per run, not in each job's own parse of the workflow.
+if workflow.is_main_process:
+    sys.stderr.write(study_audit.format_damaged(study_audit.damaged_adapters()))
 
 PACKAGE = Path(workflow.basedir) / "src" / "anchormask"
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"

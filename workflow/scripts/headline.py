@@ -14,11 +14,12 @@ from anchormask.reporting import markdown
 def main(smk):
     runlog.log_to(smk.log[0])
     comparisons = json.loads(smk.params.comparisons)
-    per_seed = pairwise.per_seed(tables.of_query_set(tables.read_parquet(smk.input.generations)), comparisons)
+    generations = tables.read_parquet(smk.input.generations)
+    per_seed = pairwise.per_seed(tables.of_query_set(generations), comparisons)
     alt = tables.read_parquet(smk.input.alt[0]) if smk.input.alt else None
     text = markdown.headline_markdown(tables.read_parquet(smk.input.comparisons), tables.read_parquet(smk.input.sweep),
                                       json.loads(smk.params.base), tables.read_parquet(smk.input.content), per_seed,
-                                      alt)
+                                      alt, tables.anchor_truncations(generations))
     io.write_text(smk.output[0], text)
     logging.info("wrote %s", smk.output[0])
 

@@ -118,12 +118,40 @@ def _query_sets_table(comparisons_df: pd.DataFrame, alt_df: pd.DataFrame) -> lis
     return lines + [""]
 
 
+QUERY_SET_NAMES = {"main": "the main query set", "alt": "the second query set"}
+
+
+def truncation_markdown(truncations: pd.DataFrame, query_set: str = "main") -> list[str]:
+    """The headline's line "N of M anchors truncated" (always; a wrong generation.answer_len shows here)
+    and, when any anchor was cut, its count per arm and domain."""
+    rows = truncations[truncations["query_set"] == query_set]
+    if not len(rows):
+        return []
+    # The anchor of a query is the same in every arm: count queries, not generations.
+    per_domain = rows.groupby("domain", sort=False)[["anchors", "truncated"]].max()
+    cut, total = int(per_domain["truncated"].sum()), int(per_domain["anchors"].sum())
+    lines = [f"**{cut} of {total} anchors truncated** ({QUERY_SET_NAMES.get(query_set, query_set)}): a locked "
+             "anchor longer than generation.answer_len − 1 tokens is cut to that length and the record flagged "
+             "(`anchor_truncated`); its answer has at most one generated token.", ""]
+    if cut:
+        domains = list(per_domain.index)
+        lines += [f"| arm | {' | '.join(domains)} | anchors truncated |", f"|---|{'---:|' * (len(domains) + 1)}"]
+        for arm, group in rows.groupby("arm", sort=False):
+            cells = dict(zip(group["domain"], group["truncated"]))
+            lines.append(f"| {arm} | {' | '.join(str(int(cells.get(d, 0))) for d in domains)} | "
+                         f"{int(group['truncated'].sum())} of {int(group['anchors'].sum())} |")
+        lines.append("")
+    return lines
+
+
 def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
                       base_description: Mapping[str, Any] | str, content_df: pd.DataFrame,
-                      per_seed_df: pd.DataFrame | None = None, alt_df: pd.DataFrame | None = None) -> str:
-    """The headline tables: comparisons (the report's figures beside ours), per training seed when
-    there are several (``pairwise.per_seed``), the held-out comparisons on the second query set
-    when there is one, the same comparisons on content-word overlap, the sweep."""
+                      per_seed_df: pd.DataFrame | None = None, alt_df: pd.DataFrame | None = None,
+                      truncations: pd.DataFrame | None = None) -> str:
+    """The headline tables: how many anchors were truncated (``tables.anchor_truncations``), the
+    comparisons (the report's figures beside ours), per training seed when there are several
+    (``pairwise.per_seed``), the held-out comparisons on the second query set when there is one, the
+    same comparisons on content-word overlap, the sweep."""
     if isinstance(base_description, Mapping):
         base = f"`{base_description.get('path')}` (sha256 `{base_description.get('sha256')}`)"
     else:
@@ -135,6 +163,8 @@ def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
              "ratio of means, a−b the difference of means, P(a>b) the fraction of resamples with "
              "mean(a) > mean(b); p is the two-sided paired sign-flip permutation p-value of a−b and p Holm "
              "its Holm adjustment over the m comparisons of its table.", "",
+             *(truncation_markdown(truncations, "main") + truncation_markdown(truncations, "alt")
+               if truncations is not None else []),
              f"## Comparisons: corpus_overlap (Holm over {_family(comparisons_df)})", "",
              *_comparison_table(comparisons_df), "",
              *(_per_seed_table(comparisons_df, per_seed_df) if per_seed_df is not None and max(seeds, default=1) > 1

@@ -1,0 +1,180 @@
+"""Checks of a snakemake command line that Snakemake answers with a traceback, or not at all.
+
+Why: Snakemake parses ``--config`` and ``--configfile`` before the workflow runs, so the workflow
+cannot explain the three ways people get them wrong:
+
+- ``--config train.lr=0.002``: a dotted key. Snakemake takes top-level keys only ("Config entry
+  must start with a valid identifier"); a nested key is its section as a YAML mapping,
+  ``--config 'train={lr: 0.002}'``, or a file for ``--configfile``.
+- ``--configfile missing.yaml``: a FileNotFoundError traceback.
+- ``--configfile tiny.yaml results/base/verified.json``: both options take every word up to the
+  next option, so the target is read as a second config file (or as a --config entry).
+
+``problems`` finds these in an argument list (``anchormask run`` checks its arguments before it
+hands them to Snakemake); ``check_configfiles`` is the part the workflow itself can do, on the
+config files Snakemake did read (a target that exists and parses as YAML, such as a JSON output).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from anchormask.io import InputError
+
+CONFIG = ("--config", "-C")
+CONFIGFILE = ("--configfile", "--configfiles")
+# What the workflow writes (README "Outputs"); a config file is none of these.
+TARGET_SUFFIXES = (".jsonl", ".md", ".pdf", ".png", ".html", ".parquet", ".tsv", ".log")
+RESULTS = "results"
+KEY = re.compile(r"[a-zA-Z_][\w-]*\w$")  # Snakemake's rule for a --config key (snakemake/cli.py)
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One --config or --configfile on the command line: where it starts, its words, and whether its
+    value was attached with `=` (then it took that one value only)."""
+
+    option: str
+    start: int
+    stop: int
+    values: tuple[str, ...]
+    attached: bool
+
+
+def occurrences(argv: Sequence[str]) -> list[Occurrence]:
+    """Each --config / --configfile with the words argparse gives it: all words up to the next option."""
+    found, i = [], 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            break
+        name, sep, value = word.partition("=")
+        if sep and name in CONFIG + CONFIGFILE and name.startswith("--"):
+            found.append(Occurrence(name, i, i + 1, (value,), True))
+        elif word in CONFIG + CONFIGFILE:
+            stop = i + 1
+            while stop < len(argv) and not argv[stop].startswith("-"):
+                stop += 1
+            found.append(Occurrence(word, i, stop, tuple(argv[i + 1:stop]), False))
+            i = stop - 1
+        i += 1
+    return found
+
+
+def looks_like_target(word: str) -> bool:
+    """A path under results/ or a file type the workflow writes: meant as a target, not a config file."""
+    path = Path(word)
+    return path.parts[:1] == (RESULTS,) or path.suffix.lower() in TARGET_SUFFIXES
+
+
+def command(argv: Sequence[str]) -> str:
+    return "snakemake " + " ".join(shlex.quote(a) for a in argv)
+
+
+def _nested(keys: list[str], value: str) -> dict:
+    import yaml
+
+    try:
+        parsed = yaml.safe_load(value) if value else None
+    except yaml.YAMLError:
+        parsed = value
+    for key in reversed(keys[1:]):
+        parsed = {key: parsed}
+    return parsed
+
+
+def _merge(into: dict, update: dict) -> dict:
+    for key, value in update.items():
+        into[key] = _merge(into[key], value) if isinstance(value, dict) and isinstance(into.get(key), dict) else value
+    return into
+
+
+def dotted_fix(entries: Sequence[str]) -> list[str]:
+    """--config entries with dotted keys rewritten as one YAML mapping per top-level section:
+    ['train.lr=0.002', 'train.rank=8'] -> ['train={lr: 0.002, rank: 8}']; other entries unchanged."""
+    import yaml
+
+    sections: dict[str, dict] = {}
+    fixed: list[str] = []
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        if not sep or "." not in key:
+            fixed.append(entry)
+            continue
+        keys = key.split(".")
+        if keys[0] not in sections:
+            fixed.append(keys[0])  # placeholder, filled below, where the section first appears
+            sections[keys[0]] = {}
+        _merge(sections[keys[0]], _nested(keys, value))
+    flow = {k: yaml.safe_dump(v, default_flow_style=True, width=10**6).strip() for k, v in sections.items()}
+    return [f"{e}={flow[e]}" if e in sections else e for e in fixed]
+
+
+def _config_problems(argv: Sequence[str], occ: Occurrence) -> list[str]:
+    problems = []
+    dotted = [e for e in occ.values if "." in e.partition("=")[0] and "=" in e]
+    if dotted:
+        fixed = [*argv[:occ.start], occ.option, *dotted_fix(occ.values), *argv[occ.stop:]]
+        problems.append(f"--config {' '.join(dotted)}: a dotted key is not a path into the config; Snakemake takes "
+                        "top-level keys only and stops with 'Config entry must start with a valid identifier'. "
+                        "Give the section as a YAML mapping, or write it into a YAML file for --configfile=FILE: "
+                        f"{command(fixed)}")
+    targets = [e for e in occ.values if "=" not in e]
+    if targets:
+        kept = [e for e in occ.values if "=" in e]
+        fixed = [*argv[:occ.start], *([occ.option, *kept] if kept else []), *argv[occ.stop:], "--", *targets]
+        problems.append(f"--config reads every word up to the next option as KEY=VALUE, and {' '.join(targets)} is "
+                        "not one (a target? Snakemake stops with 'Config entries have to be defined as name=value "
+                        f"pairs'). Put the targets after `--`: {command(fixed)}")
+    bad = [e for e in occ.values if "=" in e and "." not in e.partition("=")[0] and not KEY.match(e.partition("=")[0])]
+    problems += [f"--config {e}: the key {e.partition('=')[0]!r} is not a name (letters, digits, _ and -, starting "
+                 "with a letter or _); use the config's top-level keys (config.yaml)" for e in bad]
+    return problems
+
+
+def _configfile_problems(argv: Sequence[str], occ: Occurrence, cwd: Path) -> list[str]:
+    files = [v for v in occ.values if not looks_like_target(v)]
+    targets = [v for v in occ.values if looks_like_target(v)]
+    problems = []
+    if targets:
+        fixed = [*argv[:occ.start], *(f"{occ.option}={f}" for f in files), *argv[occ.stop:], *targets]
+        problems.append(f"{occ.option} {' '.join(occ.values)}: {', '.join(targets)} would be read as a config file "
+                        f"(the option takes every word up to the next option), but it is a target of the workflow. "
+                        f"Write the option with `=`, one file each, and the targets after it: {command(fixed)}")
+    for i, name in enumerate(files):
+        if not (cwd / name).is_file():
+            hint = (f"; if {name} is a target (a rule name), write {occ.option}={files[0]} before it"
+                    if i > 0 and not occ.attached else "")
+            problems.append(f"{occ.option} {name}: file not found (relative to {cwd.resolve()}); give the path of an existing "
+                            f"YAML file, e.g. --configfile=config/seeds3.yaml{hint}")
+    return problems
+
+
+def problems(argv: Sequence[str], cwd: str | Path = ".") -> list[str]:
+    """What is wrong with the --config / --configfile options of a snakemake argument list, each with
+    the corrected command; empty when they read as meant."""
+    found = []
+    for occ in occurrences(argv):
+        if occ.option in CONFIG:
+            found += _config_problems(argv, occ)
+        else:
+            found += _configfile_problems(argv, occ, Path(cwd))
+    return found
+
+
+def check_configfiles(configfiles: Sequence[str | Path], cwd: str | Path = ".") -> None:
+    """InputError for a --configfile that is a target (it existed and parsed, so Snakemake read it as
+    config): called at the top of the Snakefile, before the config is validated."""
+    import os
+
+    given = [os.path.relpath(f, cwd) for f in configfiles]
+    targets = [f for f in given if looks_like_target(f)]
+    if targets:
+        fixed = [*(f"--configfile={f}" for f in given if f not in targets), *targets]
+        raise InputError(f"--configfile {' '.join(targets)}: read as a config file, but it is a target of the "
+                         "workflow: --configfile takes every word up to the next option. Write the option with "
+                         f"`=`, one file each, and the targets after it: {command(fixed)} (with your other options)")

@@ -1,0 +1,116 @@
+"""Command lines Snakemake misreads: a dotted --config key, a missing --configfile, a target after
+--configfile. `anchormask run` names each with the corrected command; the Snakefile catches the one it sees."""
+
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from anchormask import cli, cmdline, io
+from helpers import copy_repo, snakemake
+
+
+def fixed_command(message: str) -> list[str]:
+    """The corrected command a message ends with, as arguments for snakemake."""
+    return shlex.split(message[message.rindex(": snakemake ") + len(": snakemake "):])
+
+
+@pytest.mark.unit
+def test_a_dotted_config_key_gets_the_nested_mapping_that_works():
+    [message] = cmdline.problems(["--cores", "2", "--config", "train.lr=0.002", "generation.steps=8",
+                                  "train.overrides.anchor.rank=4", "sweep={sizes: [72]}"])
+    assert message.startswith("--config train.lr=0.002 generation.steps=8 train.overrides.anchor.rank=4: a dotted key")
+    assert "--configfile=FILE" in message and "Config entry must start with a valid identifier" in message
+    assert fixed_command(message) == ["--cores", "2", "--config", "train={lr: 0.002, overrides: {anchor: {rank: 4}}}",
+                                      "generation={steps: 8}", "sweep={sizes: [72]}"]
+
+
+@pytest.mark.unit
+def test_a_missing_config_file_is_named_with_where_it_was_looked_for(tmp_path):
+    [message] = cmdline.problems(["-n", "--configfile", "tests/configs/nonexistent.yaml"], cwd=tmp_path)
+    assert message.startswith("--configfile tests/configs/nonexistent.yaml: file not found")
+    assert str(tmp_path.resolve()) in message and "--configfile=config/seeds3.yaml" in message
+
+
+@pytest.mark.unit
+def test_a_target_after_configfile_gets_the_command_with_the_equals_sign(tmp_path):
+    (tmp_path / "tiny.yaml").write_text("train: {rank: 8}\n")
+    [message] = cmdline.problems(["--configfile", "tiny.yaml", "results/base/verified.json", "--cores", "2"],
+                                 cwd=tmp_path)
+    assert "results/base/verified.json would be read as a config file" in message
+    assert fixed_command(message) == ["--configfile=tiny.yaml", "--cores", "2", "results/base/verified.json"]
+    # a rule name is no path: it is a missing config file, with the same fix offered
+    [message] = cmdline.problems(["--configfile", "tiny.yaml", "pretrain_base"], cwd=tmp_path)
+    assert "--configfile pretrain_base: file not found" in message
+    assert "if pretrain_base is a target (a rule name), write --configfile=tiny.yaml before it" in message
+
+
+@pytest.mark.unit
+def test_a_target_after_config_is_moved_behind_the_double_dash():
+    [message] = cmdline.problems(["-n", "--config", "train={rank: 8}", "results/tables/headline.md"])
+    assert "results/tables/headline.md is not one" in message
+    assert fixed_command(message) == ["-n", "--config", "train={rank: 8}", "--", "results/tables/headline.md"]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("argv", [
+    ["--cores", "2", "--configfile=config/seeds3.yaml", "results/tables/headline.md"],
+    ["--configfile", "config/seeds3.yaml", "tests/configs/tiny.yaml", "--cores", "2"],
+    ["-n", "--config", "train={rank: 8}", "generation={steps: 8}", "--", "results/figures/sweep.pdf"],
+    ["-n", "results/figures/sweep.pdf", "--", "--configfile", "anything"],
+])
+def test_command_lines_that_say_what_they_mean_pass(argv):
+    from helpers import REPO
+
+    assert cmdline.problems(argv, cwd=REPO) == []
+
+
+@pytest.mark.unit
+def test_the_workflow_refuses_a_target_it_was_given_as_config_file(tmp_path):
+    with pytest.raises(io.InputError) as err:
+        cmdline.check_configfiles([tmp_path / "tiny.yaml", tmp_path / "results/base/verified.json"], cwd=tmp_path)
+    assert str(err.value).startswith("--configfile results/base/verified.json: read as a config file, but it is a "
+                                     "target")
+    assert "snakemake --configfile=tiny.yaml results/base/verified.json" in str(err.value)
+    cmdline.check_configfiles([tmp_path / "tiny.yaml", tmp_path / "config/seeds3.yaml"], cwd=tmp_path)
+
+
+@pytest.mark.unit
+def test_anchormask_run_stops_before_snakemake_on_a_bad_command_line(capsys):
+    assert cli.main(["run", "-n", "--config", "train.lr=0.002"]) == 2
+    err = capsys.readouterr().err
+    assert "nothing was run" in err and "snakemake -n --config 'train={lr: 0.002}'" in err
+
+
+@pytest.mark.workflow
+def test_snakemake_refuses_the_dotted_key_and_accepts_the_suggested_fix(repo_copy):
+    proc = snakemake(repo_copy, "-n", "--config", "train.lr=0.002", "results/base/verified.json", check=False)
+    assert proc.returncode != 0 and "Config entry must start with a valid identifier" in proc.stdout + proc.stderr
+    [message] = cmdline.problems(["-n", "--config", "train.lr=0.002", "--", "results/adapters/anchor_full_n144_s300_seed42"])
+    proc = snakemake(repo_copy, *fixed_command(message))
+    assert "rule train_adapter:" in proc.stdout + proc.stderr
+
+
+@pytest.mark.workflow
+def test_anchormask_run_runs_snakemake_when_the_command_line_is_right(repo_copy):
+    run = [sys.executable, "-m", "anchormask.cli", "run", "-n"]
+    good = subprocess.run([*run, "--configfile=tests/configs/tiny.yaml", "results/base/verified.json"], cwd=repo_copy,
+                          capture_output=True, text=True, timeout=300)
+    assert good.returncode == 0 and "verify_base" in good.stdout + good.stderr
+    bad = subprocess.run([*run, "--configfile", "tests/configs/nonexistent.yaml"], cwd=repo_copy, capture_output=True,
+                         text=True, timeout=300)
+    assert bad.returncode == 2 and "--configfile tests/configs/nonexistent.yaml: file not found" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.workflow
+def test_the_snakefile_names_an_existing_target_read_as_config_file(tmp_path):
+    repo = copy_repo(tmp_path)
+    (repo / "results" / "base").mkdir(parents=True)
+    (repo / "results" / "base" / "verified.json").write_text('{"path": "data/base", "sha256": "0"}\n')
+    proc = snakemake(repo, "-n", "--configfile", "tests/configs/tiny.yaml", "results/base/verified.json", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "--configfile results/base/verified.json: read as a config file" in out
+    assert "snakemake --configfile=tests/configs/tiny.yaml results/base/verified.json" in out
+    assert "Additional properties" not in out and "unknown" not in out  # not blamed on the config's keys
