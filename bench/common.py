@@ -165,9 +165,9 @@ def repo_path(path: str) -> Path:
 
 def retrieved_queries(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     """Every query of the study with its retrieved locus statement, as results/retrieval/ holds them."""
-    from anchormask import config, retrieval
+    from anchormask import retrieval, study
 
-    return [r for domain in config.domains(cfg) for r in retrieval.study_anchors(cfg, domain, root=REPO)]
+    return [r for domain in study.domains(cfg) for r in retrieval.study_anchors(cfg, domain, root=REPO)]
 
 
 def base_dir(cfg: dict[str, Any]) -> Path:
@@ -237,13 +237,13 @@ def default_adapter(cfg: dict[str, Any], threads: int) -> tuple[Path, str]:
     """
     import tempfile
 
-    from anchormask import adapters, checksum, config, train
+    from anchormask import adapters, checksum, study, train
 
     base_sha = checksum.directory_sha256(base_dir(cfg))
     if "anchor_default" in ADAPTERS and ADAPTERS["anchor_default"][1] == base_sha:
         return ADAPTERS["anchor_default"][0], "trained by this run's memory benchmark"
     size, steps, seed = cfg["train"]["default"]["size"], cfg["train"]["default"]["steps"], cfg["train"]["seeds"][0]
-    job = config.AdapterJob("anchor", "full", size, steps, seed)
+    job = study.AdapterJob("anchor", "full", size, steps, seed)
     pipeline = REPO / job.path
     try:
         if (json.loads((pipeline / "provenance.json").read_text())["base"]["sha256"] == base_sha
@@ -255,7 +255,7 @@ def default_adapter(cfg: dict[str, Any], threads: int) -> tuple[Path, str]:
 
     work = Path(tempfile.mkdtemp(prefix="anchormask-bench-adapter-"))
     register_cleanup(work)
-    settings = config.train_settings(cfg, "anchor") | {"threads": threads}
+    settings = study.train_settings(cfg, "anchor") | {"threads": threads}
     train.train(str(base_dir(cfg)), base_sha, str(repo_path(cfg["data"]["pairs"])), job, settings, str(work / job.id),
                 device="cpu")
     torch.set_num_threads(threads)

@@ -337,13 +337,13 @@ def run_checks(device: str, bases: list[Base | Callable[[], Base]], pairs: list[
 def run(threads: int | None = None, device: str = "cuda") -> tuple[dict, list[Line]]:
     import torch
 
-    from anchormask import config, data, sampler
+    from anchormask import data, sampler, study
 
     cfg = common.load_config()
     torch.use_deterministic_algorithms(True, warn_only=True)  # as every pipeline job runs
     common.set_threads(common.job_threads(cfg, "generation", threads))
     settings = dataclasses.replace(sampler.SamplerSettings.from_config(cfg["generation"]), temperature=0.0)
-    train_settings = config.train_settings(cfg, "anchor")
+    train_settings = study.train_settings(cfg, "anchor")
     pairs = data.select_pairs(data.load_pairs(common.repo_path(cfg["data"]["pairs"])), cfg["train"]["default"]["size"],
                               train_settings["subset"], cfg["train"]["seeds"][0])
     retrieved = common.retrieved_queries(cfg)  # the main query set

@@ -20,7 +20,7 @@ def main(argv: list[str]) -> int:
     if argv[0] == "imports":
         return 0
     from bench import common
-    from anchormask import config
+    from anchormask import study
 
     cfg = common.load_config()
     base = {**{k: cfg["base"].get(k) for k in ("sha256", "trust_remote_code", "device")},
@@ -29,9 +29,9 @@ def main(argv: list[str]) -> int:
         size, steps = cfg["train"]["default"]["size"], cfg["train"]["default"]["steps"]
         if len(argv) > 2:
             steps = int(argv[2])
-        job = config.AdapterJob("anchor", "full", size, steps, cfg["train"]["seeds"][0])
+        job = study.AdapterJob("anchor", "full", size, steps, cfg["train"]["seeds"][0])
         train.train(base["path"], base["sha256"], str(common.repo_path(cfg["data"]["pairs"])), job,
-                    config.train_settings(cfg, "anchor"), argv[1], trust_remote_code=base["trust_remote_code"],
+                    study.train_settings(cfg, "anchor"), argv[1], trust_remote_code=base["trust_remote_code"],
                     device=base["device"])
         return 0
     if argv[0] == "generate":

@@ -85,7 +85,8 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
     import torch
 
     from anchormask import backbone as bb
-    from anchormask import bootstrap, generation, metric, sampler, tables
+    from anchormask import generation, metric, sampler, tables
+    from anchormask.stats import bootstrap
 
     cfg = common.load_config()
     threads = common.job_threads(cfg, "generation", threads)

@@ -1,4 +1,4 @@
-"""3. Bootstrap: anchormask.pairwise (all headline comparisons at once) against scipy.stats.bootstrap
+"""3. Bootstrap: anchormask.stats.pairwise (all headline comparisons at once) against scipy.stats.bootstrap
 called once per comparison, on the same synthetic per-query data.
 
 The data have the study's shape: the configured arms, 63 queries (in-domain and four held-out
@@ -37,12 +37,12 @@ TOLERANCE_SIGMAS = 4.0
 
 def synthetic_generations(cfg: dict[str, Any], seed: int = 7) -> pd.DataFrame:
     """One row per (arm, query): arm, query_id, domain, split, overlap (the statistics job's input shape)."""
-    from anchormask import config, data
+    from anchormask import data, study
 
     rng = np.random.default_rng(seed)
     rows = []
-    for domain in config.domains(cfg):
-        split = config.split_of(cfg, domain)
+    for domain in study.domains(cfg):
+        split = study.split_of(cfg, domain)
         ids = [q["id"] for q in data.load_queries(common.repo_path(str(data.queries_path(cfg, domain))))]
         effect = rng.normal(0.0, 0.08, len(ids))
         for arm in cfg["arms"]:
@@ -68,7 +68,7 @@ def paired_arrays(df: pd.DataFrame, comparisons: list[dict[str, Any]]) -> list[d
 
 def core_batches(pairs: list[dict[str, Any]], resamples: int, confidence: float, seed: int) -> list[dict[str, float]]:
     """The statistics job's core on pre-paired arrays: one paired_bootstrap_batch per query set."""
-    from anchormask import pairwise
+    from anchormask.stats import pairwise
 
     jobs = [{"query_ids": p["query_ids"], "a_values": p["a"], "b_values": p["b"]} for p in pairs]
     return pairwise.run_batches(jobs, resamples, confidence, seed)
@@ -127,7 +127,7 @@ def agreement(project: dict[str, float], scipy_res: dict[str, Any], resamples: i
 def timed_runs(df, comparisons, pairs, resamples: int, confidence: float, seed: int, repeats: int):
     """(times per side, the last results of each side): the project's run_comparisons, its core and scipy,
     interleaved repeat by repeat after one warm-up of each."""
-    from anchormask import pairwise
+    from anchormask.stats import pairwise
 
     results = (pairwise.run_comparisons(df, comparisons, resamples, confidence, seed),
                core_batches(pairs, resamples, confidence, seed), scipy_all(pairs, resamples, confidence, seed))
@@ -199,7 +199,7 @@ def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]
         f"({worst['name']})")
     payload = {
         "benchmark": "bootstrap",
-        "description": "anchormask.bootstrap.run_comparisons (all headline comparisons, joint bootstrap per query set) vs "
+        "description": "anchormask.stats.pairwise.run_comparisons (all headline comparisons, joint bootstrap per query set) vs "
                        "scipy.stats.bootstrap(paired=True, vectorized=True, method='percentile') once per comparison",
         "resamples": resamples, "confidence": confidence, "queries": n_queries, "comparisons": len(comparisons),
         "query_sets": len({tuple(p["query_ids"]) for p in pairs}),

@@ -31,11 +31,11 @@ def run(threads: int | None = None, steps: int = 30, warmup: int = 5, chunk: int
     from peft import get_peft_model
 
     from anchormask import backbone as bb
-    from anchormask import config, data, layout, masking, train
+    from anchormask import data, layout, masking, study, train
 
     cfg = common.load_config()
     threads = common.job_threads(cfg, "train", threads)
-    settings = config.train_settings(cfg, STRATEGY)
+    settings = study.train_settings(cfg, STRATEGY)
     if settings["loss"] != "ce":
         raise SystemExit(f"training benchmark: the reference loop implements loss 'ce', config has {settings['loss']!r}")
     common.set_threads(threads)

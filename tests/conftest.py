@@ -73,10 +73,10 @@ def tiny_pairs(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def trained_adapter(tiny_model_dir, tiny_pairs, tmp_path_factory) -> Path:
     """anchor_full_n6_s2_seed42 trained on the tiny model and pairs; copy it before altering it."""
-    from anchormask import config, train
+    from anchormask import study, train
 
     out = tmp_path_factory.mktemp("adapters") / "anchor_full_n6_s2_seed42"
-    train.train(str(tiny_model_dir), "f" * 64, str(tiny_pairs), config.AdapterJob("anchor", "full", 6, 2, 42),
+    train.train(str(tiny_model_dir), "f" * 64, str(tiny_pairs), study.AdapterJob("anchor", "full", 6, 2, 42),
                 tiny_train_settings(), str(out))
     return out
 

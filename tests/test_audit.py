@@ -333,7 +333,7 @@ MODULE_EDITS = {
     "reporting/figures.py": ({"figure", "probe_attention", "probe_lora", "probe_maskcount"}, {"figure", "paper"} | PROBE_RULES),
     "families.py": ({"train_adapter", "generate_arm", "generate_sweep", "probe_maskcount_generate"} | PROBE_RULES,
                     ("every rule but", {"verify_base", "retrieve"})),
-    "pretrain.py": (set(), set()),  # pretrain_base is outside the default target
+    "embedded_base/pretrain.py": (set(), set()),  # pretrain_base is outside the default target
 }
 
 

@@ -84,7 +84,7 @@ def test_no_anchor_of_the_default_study_is_truncated():
 
     cfg = config.load(REPO / "config.yaml")
     tokenizer = AutoTokenizer.from_pretrained(REPO / cfg["base"]["path"])
-    longest = max(len(layout.anchor_ids(tokenizer, r["text"])) for d in config.domains(cfg)
+    longest = max(len(layout.anchor_ids(tokenizer, r["text"])) for d in study.domains(cfg)
                   for r in data.load_corpus(REPO / data.corpus_path(cfg, d)))
     assert longest <= cfg["generation"]["answer_len"] - 1, longest
 

@@ -3,7 +3,8 @@
 import pytest
 from transformers import AutoTokenizer
 
-from anchormask import base_eval, generation
+from anchormask import generation
+from anchormask.embedded_base import base_eval
 
 pytestmark = pytest.mark.unit
 

@@ -112,7 +112,7 @@ def test_percentile_standard_error_matches_the_normal_theory():
 
 
 def test_synthetic_generations_have_the_studys_shape():
-    from anchormask import pairwise
+    from anchormask.stats import pairwise
 
     cfg = common.load_config()
     df = stats.synthetic_generations(cfg)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from anchormask import bootstrap, pairwise, signflip
+from anchormask.stats import bootstrap, pairwise, signflip
 from anchormask.io import InputError
 
 pytestmark = pytest.mark.unit

@@ -70,10 +70,10 @@ def test_closures_of_the_real_scripts_hold_the_modules_the_old_lists_missed():
     figure = codedigest.import_closure((SCRIPTS / "figure.py").resolve(), PACKAGE.resolve())
     assert "verify" in verify and "runlog" in verify
     assert {"tables", "reporting", "reporting.figures", "reporting.arms"} <= set(figure)
-    assert "pretrain" not in figure and "generation" not in figure and "probes" not in figure
+    assert "embedded_base.pretrain" not in figure and "generation" not in figure and "probes" not in figure
     train = codedigest.import_closure((SCRIPTS / "train_adapter.py").resolve(), PACKAGE.resolve())
-    assert {"train", "backbone", "families", "masking", "layout", "data", "config", "io"} <= set(train)
-    assert not {"tables", "reporting", "reporting.figures", "bootstrap", "probes"} & set(train)
+    assert {"train", "backbone", "families", "masking", "layout", "data", "study", "io"} <= set(train)
+    assert not {"tables", "reporting", "reporting.figures", "stats.bootstrap", "probes"} & set(train)
     summary = codedigest.import_closure((SCRIPTS / "probe_summary.py").resolve(), PACKAGE.resolve())
     assert {"probes", "probes.lora", "reporting.probe_markdown", "reporting.markdown"} <= set(summary)
     assert not {"probes.attention", "reporting.figures", "backbone"} & set(summary)

@@ -3,7 +3,7 @@ import copy
 import pytest
 import yaml
 
-from anchormask import config, io
+from anchormask import config, io, study
 from helpers import build_tiny_model
 from helpers import REPO, merged
 
@@ -17,8 +17,8 @@ def default():
 
 def all_adapter_jobs(cfg):
     """Every adapter the study trains: the arms' and the sweep's, each once."""
-    jobs = {job for arm in cfg["arms"] for job in config.arm_adapters(cfg, arm)}
-    jobs |= {job for point in config.sweep_points(cfg) for job in config.sweep_adapters(cfg, *point)}
+    jobs = {job for arm in cfg["arms"] for job in study.arm_adapters(cfg, arm)}
+    jobs |= {job for point in study.sweep_points(cfg) for job in study.sweep_adapters(cfg, *point)}
     return sorted(jobs)
 
 
@@ -72,21 +72,21 @@ def test_overrides_apply_to_one_strategy_only(default):
     cfg = copy.deepcopy(default)
     cfg["train"]["overrides"] = {"anchor": {"lr": 0.005}}
     config.validate(cfg)
-    assert config.train_settings(cfg, "anchor")["lr"] == 0.005
-    assert config.train_settings(cfg, "random")["lr"] == default["train"]["lr"]
+    assert study.train_settings(cfg, "anchor")["lr"] == 0.005
+    assert study.train_settings(cfg, "random")["lr"] == default["train"]["lr"]
 
 
 def test_default_study_trains_what_the_arms_and_sweep_need(default):
     ids = {j.id for j in all_adapter_jobs(default)}  # how many: tests/test_workflow.py (the DAG)
     assert "anchor_vo_n144_s300_seed42" in ids and "random_full_n72_s1000_seed42" in ids
-    assert config.arm_adapters(default, "base") == []
+    assert study.arm_adapters(default, "base") == []
 
 
 def test_seeds_multiply_every_job(default):
     cfg = copy.deepcopy(default)
     cfg["train"]["seeds"] = [1, 2, 3]
     assert len(all_adapter_jobs(cfg)) == 3 * len(all_adapter_jobs(default))
-    assert [j.seed for j in config.arm_adapters(cfg, "anchor")] == [1, 2, 3]
+    assert [j.seed for j in study.arm_adapters(cfg, "anchor")] == [1, 2, 3]
 
 
 def test_the_three_seed_variant_adds_two_seeds_of_the_main_arms_only(default):
@@ -97,8 +97,8 @@ def test_the_three_seed_variant_adds_two_seeds_of_the_main_arms_only(default):
     jobs = set(all_adapter_jobs(cfg))
     assert set(all_adapter_jobs(default)) <= jobs  # the default run's adapters are reused
     assert len(jobs - set(all_adapter_jobs(default))) == 2 * 7  # two more seeds of the 7 adapter arms; the sweep keeps one
-    assert [j.seed for j in config.arm_adapters(cfg, "anchor-vo")] == [42, 43, 44]
-    assert [j.seed for j in config.sweep_adapters(cfg, "anchor", 72, 100)] == [42]
+    assert [j.seed for j in study.arm_adapters(cfg, "anchor-vo")] == [42, 43, 44]
+    assert [j.seed for j in study.sweep_adapters(cfg, "anchor", 72, 100)] == [42]
 
 
 def test_shipped_configs_are_valid(default):  # config.yaml itself: the `default` fixture loads and validates it
@@ -156,7 +156,7 @@ def test_override_of_a_per_strategy_setting_is_typed_too(default):
     cfg = copy.deepcopy(default)
     cfg["train"]["overrides"] = copy.deepcopy(overrides["train"]["overrides"])
     config.apply_override_types(cfg, overrides)
-    assert config.train_settings(cfg, "anchor")["lr"] == 0.02 and config.train_settings(cfg, "anchor")["rank"] == 4
+    assert study.train_settings(cfg, "anchor")["lr"] == 0.02 and study.train_settings(cfg, "anchor")["rank"] == 4
 
 
 def test_base_path_that_is_not_a_folder_names_the_key(default, tmp_path):

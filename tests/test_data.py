@@ -1,7 +1,7 @@
 import pytest
 
 from anchormask import data, io
-from anchormask.pretrain_text import lowercase_alnum_words
+from anchormask.embedded_base.pretrain_text import lowercase_alnum_words
 from helpers import REPO
 
 pytestmark = pytest.mark.unit

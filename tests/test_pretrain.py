@@ -7,7 +7,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from anchormask import io, pretrain
+from anchormask import io
+from anchormask.embedded_base import pretrain
 
 pytestmark = pytest.mark.unit
 

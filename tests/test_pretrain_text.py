@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from anchormask import pretrain_text as pt
+from anchormask.embedded_base import pretrain_text as pt
 from helpers import REPO
 
 pytestmark = pytest.mark.unit

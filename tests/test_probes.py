@@ -176,11 +176,11 @@ def test_lora_probe_names_a_half_pair(tmp_path):
 
 
 def test_lora_probe_on_a_trained_adapter(tiny_model_dir, tiny_pairs, tmp_path):
-    from anchormask import config, train
+    from anchormask import study, train
     from helpers import tiny_train_settings
 
     out = tmp_path / "anchor_vo_n6_s2_seed42"
-    train.train(str(tiny_model_dir), "f" * 64, str(tiny_pairs), config.AdapterJob("anchor", "vo", 6, 2, 42),
+    train.train(str(tiny_model_dir), "f" * 64, str(tiny_pairs), study.AdapterJob("anchor", "vo", 6, 2, 42),
                 tiny_train_settings(), str(out))
     norms = lora.adapter_norms(out)
     assert set(norms["kind"]) == {"v", "o"} and sorted(norms["layer"].unique()) == [0, 1]

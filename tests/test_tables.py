@@ -8,7 +8,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from anchormask import pairwise, tables
+from anchormask import tables
+from anchormask.stats import pairwise
 from anchormask.reporting import markdown
 from anchormask.checksum import file_sha256
 from anchormask.io import InputError, canonical_json, write_jsonl

@@ -6,7 +6,7 @@ import torch
 import dataclasses
 
 from anchormask import backbone as bb
-from anchormask import config, families, io, train
+from anchormask import families, io, study, train
 from helpers import tiny_train_settings
 
 pytestmark = pytest.mark.unit
@@ -26,7 +26,7 @@ def adapter_tensor_kinds(path, projections: dict[str, str]) -> set[str]:
 
 
 def run_job(model_dir, pairs, out, strategy="anchor", targets="full", steps=4, seed=42, **overrides):
-    job = config.AdapterJob(strategy, targets, 6, steps, seed)
+    job = study.AdapterJob(strategy, targets, 6, steps, seed)
     return train.train(str(model_dir), BASE_SHA, str(pairs), job, tiny_train_settings(**overrides), str(out))
 
 

@@ -7,7 +7,7 @@ should are both questions about bytes; these subcommands answer them without Sna
     anchormask audit manifest [--results R] [-o FILE]  JSON manifest of every output under R
     anchormask audit compare OLD NEW                   changed / unchanged / added / removed
     anchormask audit check [--results R]               missing or altered intermediates (exit 1 if any)
-    anchormask evaluate-base [--base DIR] [-o DIR]     quality gates of a base (base_eval.py)
+    anchormask evaluate-base [--base DIR] [-o DIR]     quality gates of a base (embedded_base/base_eval.py)
     anchormask run [SNAKEMAKE ARGS ...]                check --config / --configfile, then run snakemake
 """
 
@@ -46,7 +46,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _evaluate_base(args: argparse.Namespace) -> int:
-    from anchormask import base_eval, config, io, pretrain_text, runlog
+    from anchormask import config, io, runlog
+    from anchormask.embedded_base import base_eval, pretrain_text
     from anchormask.reporting.markdown import base_evaluation_markdown
 
     runlog.log_to(None)

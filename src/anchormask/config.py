@@ -1,8 +1,11 @@
-"""The study's configuration: validation with readable errors, and what the DAG derives from it."""
+"""The study's configuration: YAML reading, validation with readable errors, the base's position
+limits, and the configuration's layers (which source set a key, the types of --config values).
+
+What the DAG derives from a valid configuration (the training jobs, arms, sweep) is in ``study``.
+"""
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,9 +14,7 @@ import yaml
 
 from anchormask import io, schemas
 from anchormask.schemas import alternatives as _alternatives, child_schemas as _child_schemas, resolve as _resolve
-
-TRAIN_KEYS = ("seq_len", "rank", "alpha", "dropout", "lr", "weight_decay", "warmup_steps", "batch_size",
-              "subset", "mask_ratio", "loss", "tv_weight", "threads", "log_every", "gradient_checkpointing")
+from anchormask.study import comparison_selection, train_settings
 
 
 class ConfigError(io.InputError):
@@ -339,73 +340,3 @@ def apply_override_types(config: dict[str, Any], overrides: dict[str, Any]) -> N
     for path, value in _leaves(overrides):
         if path and isinstance(value, str) and not _wants_string(path, schema) and _has_path(config, path):
             _set(config, path, _parse_scalar(value))
-
-
-def train_settings(config: dict[str, Any], strategy: str) -> dict[str, Any]:
-    """The training settings of one strategy: the defaults with its overrides applied."""
-    settings = {k: copy.deepcopy(config["train"][k]) for k in TRAIN_KEYS if k in config["train"]}
-    settings.update(copy.deepcopy(config["train"].get("overrides", {}).get(strategy, {})))
-    return dict(sorted(settings.items()))
-
-
-@dataclass(frozen=True, order=True)
-class AdapterJob:
-    strategy: str
-    targets: str
-    size: int
-    steps: int
-    seed: int
-
-    @property
-    def id(self) -> str:
-        return f"{self.strategy}_{self.targets}_n{self.size}_s{self.steps}_seed{self.seed}"
-
-    @property
-    def path(self) -> str:
-        return f"results/adapters/{self.id}"
-
-
-def arm_adapters(config: dict[str, Any], arm: str) -> list[AdapterJob]:
-    """The adapters one generation arm uses: one per training seed; none for the base arm."""
-    spec = config["arms"][arm]
-    if spec["strategy"] is None:
-        return []
-    size, steps = config["train"]["default"]["size"], config["train"]["default"]["steps"]
-    return [AdapterJob(spec["strategy"], spec["targets"], size, steps, s) for s in config["train"]["seeds"]]
-
-
-def sweep_points(config: dict[str, Any]) -> list[tuple[str, int, int]]:
-    sweep = config["sweep"]
-    return [(st, n, k) for st in sweep["strategies"] for n in sweep["sizes"] for k in sweep["steps"]]
-
-
-def sweep_adapters(config: dict[str, Any], strategy: str, size: int, steps: int) -> list[AdapterJob]:
-    seeds = config["sweep"].get("seeds") or config["train"]["seeds"]
-    return [AdapterJob(strategy, "full", size, steps, s) for s in seeds]
-
-
-def domains(config: dict[str, Any]) -> list[str]:
-    return [config["data"]["in_domain"], *config["data"]["held_out"]]
-
-
-def query_sets(config: dict[str, Any]) -> dict[str, list[str]]:
-    """Query set -> its domains: ``main`` covers every domain, ``alt`` (when configured) the held-out ones."""
-    sets = {"main": domains(config)}
-    if config["data"].get("alt_queries_dir"):
-        sets["alt"] = list(config["data"]["held_out"])
-    return sets
-
-
-def comparison_selection(comp: dict[str, Any]) -> tuple[str, str]:
-    """A comparison's queries: ("split", in_domain | held_out) or ("domain", name), exactly one given."""
-    given = [key for key in ("split", "domain") if key in comp]
-    if len(given) != 1:
-        raise io.InputError(f"comparison {comp.get('name')!r}: give exactly one of split or domain")
-    if given == ["split"] and comp["split"] not in ("in_domain", "held_out"):
-        raise io.InputError(f"comparison {comp.get('name')!r}: split must be in_domain or held_out, "
-                            f"got {comp['split']!r}")
-    return given[0], comp[given[0]]
-
-
-def split_of(config: dict[str, Any], domain: str) -> str:
-    return "in_domain" if domain == config["data"]["in_domain"] else "held_out"

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from anchormask import backbone as bb
-from anchormask.config import AdapterJob
+from anchormask.study import AdapterJob
 from anchormask import adapters, data, io, layout, masking, provenance
 from anchormask.progress import Progress
 

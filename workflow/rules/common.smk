@@ -11,31 +11,32 @@ from snakemake.utils import validate
 
 from anchormask import audit as study_audit
 from anchormask import codedigest
-from anchormask import config as study
+from anchormask import config as study_config
 from anchormask import data as study_data
 from anchormask import io as study_io
 from anchormask import schemas as study_schemas
+from anchormask import study
 
 
 def config_layers():
     """config.yaml, each --configfile and --config, in Snakemake's merge order: errors name the one
     that set the bad value."""
     settings = workflow.config_settings
-    files = [(os.path.relpath(f), study.yaml_file(f)) for f in settings.configfiles]
-    return study.ConfigLayers((("config.yaml", study.yaml_file("config.yaml")), *files,
-                               ("--config", dict(settings.config or {}))))
+    files = [(os.path.relpath(f), study_config.yaml_file(f)) for f in settings.configfiles]
+    return study_config.ConfigLayers((("config.yaml", study_config.yaml_file("config.yaml")), *files,
+                                      ("--config", dict(settings.config or {}))))
 
 
 # --config values arrive as strings below the top level ('train={rank: 8}' gives '8'): typed first.
-study.apply_override_types(config, dict(workflow.config_settings.config or {}))
+study_config.apply_override_types(config, dict(workflow.config_settings.config or {}))
 CONFIG_LAYERS = config_layers()
 CONFIG_SOURCES = CONFIG_LAYERS.source_of
 # Our validator first (its messages name the source, the key and the allowed values), then
 # Snakemake's, which also fills in the schema's defaults; both read the package's schema file
 # (src/anchormask/schemas/config.schema.yaml). Then every data file and the base's limits.
-study.validate(config, CONFIG_SOURCES)
+study_config.validate(config, CONFIG_SOURCES)
 validate(config, str(study_schemas.path("config")))
-study.check_base(config, CONFIG_SOURCES)
+study_config.check_base(config, CONFIG_SOURCES)
 study_data.check_all(config)
 # Adapters deleted or cut short after outputs were made from them: Snakemake says "Nothing to be done".
 # Existence and sizes only (no hashing), once per run, not in each job's own parse of the workflow.

@@ -19,7 +19,7 @@ MASKCOUNT_K = sorted(set(int(k) for k in PROBES["maskcount_k"]))
 MASKCOUNT_ARMS = [a for a in ("base", "anchor", "random") if a in ARMS]
 _UNKNOWN_ARMS = [a for a in ATTENTION_ARMS if a not in ARMS]
 if _UNKNOWN_ARMS:
-    raise study.ConfigError(f"{CONFIG_SOURCES(('probes', 'attention_arms'))}: probes.attention_arms: unknown "
+    raise study_config.ConfigError(f"{CONFIG_SOURCES(('probes', 'attention_arms'))}: probes.attention_arms: unknown "
                             f"arm(s) {', '.join(_UNKNOWN_ARMS)}; arms: {', '.join(ARMS)}")
 ATTENTION_SPECS = [{"arm": a, **config["arms"][a], "adapters": [j.path for j in study.arm_adapters(config, a)]}
                    for a in ATTENTION_ARMS]

@@ -1,6 +1,7 @@
 import json
 
-from anchormask import base_eval, io, pretrain_text, runlog
+from anchormask import io, runlog
+from anchormask.embedded_base import base_eval, pretrain_text
 from anchormask.reporting.markdown import base_evaluation_markdown
 
 runlog.log_to(snakemake.log[0])

@@ -6,7 +6,8 @@ The per-seed breakdown is computed here from the generations table (point values
 import json
 import logging
 
-from anchormask import pairwise, io, runlog, tables
+from anchormask import io, runlog, tables
+from anchormask.stats import pairwise
 from anchormask.reporting import markdown
 
 

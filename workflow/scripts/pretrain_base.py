@@ -1,7 +1,8 @@
 import torch
 import yaml
 
-from anchormask import pretrain, runlog
+from anchormask import runlog
+from anchormask.embedded_base import pretrain
 
 runlog.log_to(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)

@@ -1,6 +1,7 @@
 import json
 
-from anchormask import io, pretrain_text, runlog
+from anchormask import io, runlog
+from anchormask.embedded_base import pretrain_text
 
 runlog.log_to(snakemake.log[0])
 spec = json.loads(snakemake.params.text)

@@ -8,7 +8,8 @@ import json
 import logging
 from pathlib import Path
 
-from anchormask import pairwise, provenance, runlog, tables
+from anchormask import provenance, runlog, tables
+from anchormask.stats import pairwise
 from anchormask.checksum import file_sha256
 
 

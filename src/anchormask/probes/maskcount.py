@@ -52,7 +52,7 @@ def maskcount_generations(files: Sequence[tuple[str, int, str]], corpora: Mappin
 
 def maskcount_summary(df: pd.DataFrame, resamples: int, confidence: float, seed: int) -> pd.DataFrame:
     """Per (arm, k, split): mean corpus_overlap [CI] and the paired difference from the smallest k."""
-    from anchormask import bootstrap, pairwise
+    from anchormask.stats import bootstrap, pairwise
 
     ks = sorted(int(k) for k in df["k"].unique())
     k0 = ks[0]

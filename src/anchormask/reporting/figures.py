@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from anchormask import bootstrap, pairwise
+from anchormask.stats import bootstrap, pairwise
 from anchormask.io import InputError, atomic_path
 from anchormask.reporting.arms import order_arms
 

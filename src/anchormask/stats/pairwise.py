@@ -21,10 +21,10 @@ import numpy as np
 import pandas as pd
 
 from anchormask import schemas
-from anchormask.config import comparison_selection
-from anchormask.bootstrap import paired_bootstrap_batch, query_set_rng, safe_ratio
+from anchormask.study import comparison_selection
+from anchormask.stats.bootstrap import paired_bootstrap_batch, query_set_rng, safe_ratio
 from anchormask.io import InputError
-from anchormask.signflip import PERMUTATION_STREAM, holm, sign_flip_pvalues
+from anchormask.stats.signflip import PERMUTATION_STREAM, holm, sign_flip_pvalues
 
 PERMUTATIONS = schemas.default(("statistics", "permutations"))  # the random sign patterns when N > 16
 log = logging.getLogger("anchormask.bootstrap")  # the name the statistics jobs' logs have always used

@@ -46,7 +46,7 @@ _SUFFIXES = (("ies", "y"), ("es", ""), ("s", ""), ("ed", ""), ("ed", "e"), ("d",
 def masked_token_scores(backbone: bb.Backbone, runtime: bb.Runtime, texts: list[str], ratio: float,
                         seed: int, batch_rows: int = 64) -> dict[str, float]:
     """Accuracy and NLL of the base's predictions at a fraction ``ratio`` of masked tokens."""
-    from anchormask.pretrain import prediction_scores
+    from anchormask.embedded_base.pretrain import prediction_scores
 
     tok = backbone.tokenizer
     special = torch.tensor(tok.all_special_ids)
@@ -141,7 +141,7 @@ def gates(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def study_anchors(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Every study query with its BM25-retrieved statement (the anchors the study generates from)."""
-    from anchormask import config as study
+    from anchormask import study
     from anchormask import retrieval
 
     return [a for domain in study.domains(config) for a in retrieval.study_anchors(config, domain)]
@@ -150,7 +150,7 @@ def study_anchors(config: dict[str, Any]) -> list[dict[str, Any]]:
 def evaluate(config: dict[str, Any], *, base: dict[str, Any], validation_lines: list[str] | None,
              seed: int, threads: int) -> dict[str, Any]:
     """Masked-token scores, generation gates and samples of one base (no adapter)."""
-    from anchormask import config as study
+    from anchormask import study
     from anchormask import data, generation, provenance, sampler
 
     torch.set_num_threads(threads)

@@ -348,7 +348,7 @@ def settings_from(spec: dict) -> PretrainSettings:
 def build_base(*, train_text: str | Path, validation_text: str | Path, out_dir: str | Path,
                state_dir: str | Path, settings: PretrainSettings) -> dict:
     """The pretraining target: read the text files, train (resuming), write base and record."""
-    from anchormask.pretrain_text import read_lines
+    from anchormask.embedded_base.pretrain_text import read_lines
 
     record = pretrain(read_lines(train_text), read_lines(validation_text), out_dir, state_dir, settings)
     io.write_json(Path(state_dir) / "pretrain_record.json", record)

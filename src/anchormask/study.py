@@ -1,0 +1,85 @@
+"""The study's jobs, derived from a valid configuration: training settings per strategy, the
+adapters (one per strategy, LoRA targets, size, steps and seed) each arm and sweep point uses,
+the domains and query sets, and what a comparison selects.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from anchormask import io
+
+TRAIN_KEYS = ("seq_len", "rank", "alpha", "dropout", "lr", "weight_decay", "warmup_steps", "batch_size",
+              "subset", "mask_ratio", "loss", "tv_weight", "threads", "log_every", "gradient_checkpointing")
+
+
+def train_settings(config: dict[str, Any], strategy: str) -> dict[str, Any]:
+    """The training settings of one strategy: the defaults with its overrides applied."""
+    settings = {k: copy.deepcopy(config["train"][k]) for k in TRAIN_KEYS if k in config["train"]}
+    settings.update(copy.deepcopy(config["train"].get("overrides", {}).get(strategy, {})))
+    return dict(sorted(settings.items()))
+
+
+@dataclass(frozen=True, order=True)
+class AdapterJob:
+    strategy: str
+    targets: str
+    size: int
+    steps: int
+    seed: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.strategy}_{self.targets}_n{self.size}_s{self.steps}_seed{self.seed}"
+
+    @property
+    def path(self) -> str:
+        return f"results/adapters/{self.id}"
+
+
+def arm_adapters(config: dict[str, Any], arm: str) -> list[AdapterJob]:
+    """The adapters one generation arm uses: one per training seed; none for the base arm."""
+    spec = config["arms"][arm]
+    if spec["strategy"] is None:
+        return []
+    size, steps = config["train"]["default"]["size"], config["train"]["default"]["steps"]
+    return [AdapterJob(spec["strategy"], spec["targets"], size, steps, s) for s in config["train"]["seeds"]]
+
+
+def sweep_points(config: dict[str, Any]) -> list[tuple[str, int, int]]:
+    sweep = config["sweep"]
+    return [(st, n, k) for st in sweep["strategies"] for n in sweep["sizes"] for k in sweep["steps"]]
+
+
+def sweep_adapters(config: dict[str, Any], strategy: str, size: int, steps: int) -> list[AdapterJob]:
+    seeds = config["sweep"].get("seeds") or config["train"]["seeds"]
+    return [AdapterJob(strategy, "full", size, steps, s) for s in seeds]
+
+
+def domains(config: dict[str, Any]) -> list[str]:
+    return [config["data"]["in_domain"], *config["data"]["held_out"]]
+
+
+def query_sets(config: dict[str, Any]) -> dict[str, list[str]]:
+    """Query set -> its domains: ``main`` covers every domain, ``alt`` (when configured) the held-out ones."""
+    sets = {"main": domains(config)}
+    if config["data"].get("alt_queries_dir"):
+        sets["alt"] = list(config["data"]["held_out"])
+    return sets
+
+
+def comparison_selection(comp: dict[str, Any]) -> tuple[str, str]:
+    """A comparison's queries: ("split", in_domain | held_out) or ("domain", name), exactly one given."""
+    given = [key for key in ("split", "domain") if key in comp]
+    if len(given) != 1:
+        raise io.InputError(f"comparison {comp.get('name')!r}: give exactly one of split or domain")
+    if given == ["split"] and comp["split"] not in ("in_domain", "held_out"):
+        raise io.InputError(f"comparison {comp.get('name')!r}: split must be in_domain or held_out, "
+                            f"got {comp['split']!r}")
+    return given[0], comp[given[0]]
+
+
+def split_of(config: dict[str, Any], domain: str) -> str:
+    return "in_domain" if domain == config["data"]["in_domain"] else "held_out"
