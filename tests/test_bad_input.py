@@ -80,7 +80,7 @@ def test_no_anchor_of_the_default_study_is_truncated():
     """The default generation.answer_len (48) holds the longest locus statement of every corpus."""
     from transformers import AutoTokenizer
 
-    from anchormask import data, layout
+    from anchormask import data, layout, study
 
     cfg = config.load(REPO / "config.yaml")
     tokenizer = AutoTokenizer.from_pretrained(REPO / cfg["base"]["path"])
