@@ -10,7 +10,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +174,13 @@ def base_dir(cfg: dict[str, Any]) -> Path:
     return repo_path(cfg["base"]["path"])
 
 
+def base(cfg: dict[str, Any], device: str | None = None):
+    """The configured base as a model job takes it, its path resolved from the repository root."""
+    from anchormask.modeljob import Base
+
+    return Base.from_config({**cfg["base"], "path": str(base_dir(cfg)), **({"device": device} if device else {})})
+
+
 def base_identity(cfg: dict[str, Any]) -> dict[str, Any]:
     """Which checkpoint was measured: data/base may be replaced by a retrained one at any time."""
     from anchormask import checksum
@@ -256,8 +263,8 @@ def default_adapter(cfg: dict[str, Any], threads: int) -> tuple[Path, str]:
     work = Path(tempfile.mkdtemp(prefix="anchormask-bench-adapter-"))
     register_cleanup(work)
     settings = study.train_settings(cfg, "anchor") | {"threads": threads}
-    train.train(str(base_dir(cfg)), base_sha, str(repo_path(cfg["data"]["pairs"])), job, settings, str(work / job.id),
-                device="cpu")
+    measured = replace(base(cfg, "cpu"), sha256=base_sha)  # the checkpoint as it is now
+    train.train(measured, str(repo_path(cfg["data"]["pairs"])), job, settings, str(work / job.id))
     torch.set_num_threads(threads)
     ADAPTERS["anchor_default"] = (work / job.id, base_sha)
     return work / job.id, f"trained now ({job.id})"

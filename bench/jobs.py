@@ -23,16 +23,14 @@ def main(argv: list[str]) -> int:
     from anchormask import study
 
     cfg = common.load_config()
-    base = {**{k: cfg["base"].get(k) for k in ("sha256", "trust_remote_code", "device")},
-            "path": str(common.base_dir(cfg))}
+    base = common.base(cfg)
     if argv[0] == "train":
         size, steps = cfg["train"]["default"]["size"], cfg["train"]["default"]["steps"]
         if len(argv) > 2:
             steps = int(argv[2])
         job = study.AdapterJob("anchor", "full", size, steps, cfg["train"]["seeds"][0])
-        train.train(base["path"], base["sha256"], str(common.repo_path(cfg["data"]["pairs"])), job,
-                    study.train_settings(cfg, "anchor"), argv[1], trust_remote_code=base["trust_remote_code"],
-                    device=base["device"])
+        train.train(base, str(common.repo_path(cfg["data"]["pairs"])), job, study.train_settings(cfg, "anchor"),
+                    argv[1])
         return 0
     if argv[0] == "generate":
         adapter, retrieval_dir, out = argv[1:4]

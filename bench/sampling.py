@@ -85,7 +85,7 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
     import torch
 
     from anchormask import backbone as bb
-    from anchormask import generation, metric, sampler, tables
+    from anchormask import generation, metric, modeljob, sampler, tables
     from anchormask.stats import bootstrap
 
     cfg = common.load_config()
@@ -99,8 +99,7 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
     runtime = bb.pick_runtime("cpu")
     adapter, adapter_source = common.default_adapter(cfg, threads)
     say(f"sampler: arm anchor, adapter {adapter_source}")
-    backbone = generation.load_adapted(str(common.base_dir(cfg)), str(adapter), trust_remote_code=False,
-                                       runtime=runtime)
+    backbone = modeljob.load(common.base(cfg, "cpu"), runtime, str(adapter))
     retrieved = common.retrieved_queries(cfg)
     requests = generation.requests_for(backbone, retrieved)
     suppressed = sampler.suppressed_token_ids(backbone)

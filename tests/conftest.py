@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, TINY, build_tiny_model, tiny_train_settings
+from helpers import REPO, TINY, build_tiny_model, cpu_base, tiny_train_settings
 
 KINDS = ("unit", "workflow", "slow", "slurm", "gpu")  # the markers of pyproject.toml
 
@@ -76,7 +76,7 @@ def trained_adapter(tiny_model_dir, tiny_pairs, tmp_path_factory) -> Path:
     from anchormask import study, train
 
     out = tmp_path_factory.mktemp("adapters") / "anchor_full_n6_s2_seed42"
-    train.train(str(tiny_model_dir), "f" * 64, str(tiny_pairs), study.AdapterJob("anchor", "full", 6, 2, 42),
+    train.train(cpu_base(tiny_model_dir), str(tiny_pairs), study.AdapterJob("anchor", "full", 6, 2, 42),
                 tiny_train_settings(), str(out))
     return out
 

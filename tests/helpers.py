@@ -28,6 +28,13 @@ def build_tiny_model(path: Path, *, layers: int = 2, hidden: int = 32, seed: int
     return path
 
 
+def cpu_base(path, sha256: str = "f" * 64):
+    """A base on the CPU, as the config's base block gives it to a model job."""
+    from anchormask.modeljob import Base
+
+    return Base.from_config({"path": str(path), "sha256": sha256, "device": "cpu"})
+
+
 def tiny_train_settings(**overrides) -> dict:
     settings = {"seq_len": 40, "rank": 4, "alpha": 8, "dropout": 0.0, "lr": 0.01, "weight_decay": 0.0,
                 "warmup_steps": 1, "batch_size": 3, "subset": "first",

@@ -5,12 +5,12 @@ import shutil
 
 import pytest
 
-from anchormask import adapters, generation
+from anchormask import adapters, modeljob
 from anchormask.probes import lora
 from anchormask import backbone as bb
 from anchormask.checksum import file_sha256
 from anchormask.io import InputError
-from helpers import flip_one_byte
+from helpers import cpu_base, flip_one_byte
 
 pytestmark = pytest.mark.unit
 
@@ -49,15 +49,13 @@ def test_a_damaged_adapter_gives_one_message_with_its_path_and_a_rebuild_command
 def test_generation_refuses_a_flipped_byte_before_loading(adapter, tiny_model_dir):
     flip_one_byte(adapter / WEIGHTS)
     with pytest.raises(InputError, match=f"adapter {adapter.as_posix()}: adapter_model.safetensors"):
-        generation.load_adapted(str(tiny_model_dir), str(adapter), trust_remote_code=False,
-                                runtime=bb.pick_runtime("cpu"))
+        modeljob.load(cpu_base(tiny_model_dir), bb.pick_runtime("cpu"), str(adapter))
 
 
 def test_generation_refuses_a_truncated_file_without_a_safetensors_traceback(adapter, tiny_model_dir):
     (adapter / WEIGHTS).write_bytes(b"")
     with pytest.raises(InputError, match="altered or truncated"):
-        generation.load_adapted(str(tiny_model_dir), str(adapter), trust_remote_code=False,
-                                runtime=bb.pick_runtime("cpu"))
+        modeljob.load(cpu_base(tiny_model_dir), bb.pick_runtime("cpu"), str(adapter))
 
 
 def test_lora_probe_refuses_an_altered_adapter(adapter):

@@ -4,7 +4,7 @@ import pytest
 
 from anchormask import data, generation, retrieval, sampler
 from anchormask.io import InputError
-from helpers import REPO
+from helpers import REPO, cpu_base
 
 pytestmark = pytest.mark.unit
 
@@ -20,7 +20,7 @@ def test_retrieval_finds_the_gold_statement_and_is_deterministic():
 def test_arm_records_follow_the_schema_and_name_their_adapter(tiny_model_dir, trained_adapter, law_retrieval,
                                                               tmp_path):
     adapter = trained_adapter  # anchor_full_n6_s2_seed42
-    base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "trust_remote_code": False, "device": "cpu"}
+    base = cpu_base(tiny_model_dir)
     settings = sampler.SamplerSettings(answer_len=24, steps=4)
     for arm, adapters in (("base", []), ("anchor", [str(adapter)])):
         out = tmp_path / f"{arm}.jsonl"
@@ -43,7 +43,7 @@ def test_arm_records_follow_the_schema_and_name_their_adapter(tiny_model_dir, tr
 
 
 def test_missing_adapter_is_named_before_generation(tiny_model_dir, law_retrieval, tmp_path):
-    base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "device": "cpu"}
+    base = cpu_base(tiny_model_dir)
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="empty: adapter_config.json is missing.*--forcerun"):
         generation.run_arm(arm="anchor", strategy="anchor", targets="full", adapters=[str(tmp_path / "empty")],
@@ -53,7 +53,7 @@ def test_missing_adapter_is_named_before_generation(tiny_model_dir, law_retrieva
 
 
 def test_a_truncated_anchor_is_logged(tiny_model_dir, law_retrieval, tmp_path, caplog):
-    base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "device": "cpu"}
+    base = cpu_base(tiny_model_dir)
     caplog.set_level("WARNING", logger="anchormask.generation")
     generation.run_arm(arm="base", strategy=None, targets=None, adapters=[], retrieval_files=[str(law_retrieval)],
                        out=str(tmp_path / "g.jsonl"), base=base, settings=sampler.SamplerSettings(answer_len=4, steps=2),

@@ -12,7 +12,7 @@ from anchormask import adapters, sampler, tables
 from anchormask.probes import attention, lora, maskcount
 from anchormask.reporting import probe_figures, probe_markdown
 from anchormask.io import InputError
-from helpers import REPO
+from helpers import REPO, cpu_base
 
 pytestmark = pytest.mark.unit
 
@@ -89,7 +89,7 @@ def test_observation_masks_follow_the_slot_layout():
 
 
 def test_attention_probe_on_a_tiny_model_gives_probabilities(tiny_model_dir, law_retrieval, tmp_path):
-    base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "trust_remote_code": False, "device": "cpu"}
+    base = cpu_base(tiny_model_dir)
     settings = sampler.SamplerSettings(answer_len=12, steps=3)
     df = attention.attention_table([{"arm": "base", "strategy": None, "targets": None, "adapters": []}],
                                 [str(law_retrieval)], base, settings)
@@ -112,7 +112,7 @@ def test_attention_probe_states_unavailability_instead_of_failing(tiny_model_dir
         raise attention.AttentionUnavailable("no probabilities from this model")
 
     monkeypatch.setattr(attention, "attention_forward", refuse)
-    base = {"path": str(tiny_model_dir), "sha256": "f" * 64, "trust_remote_code": False, "device": "cpu"}
+    base = cpu_base(tiny_model_dir)
     df = attention.attention_table([{"arm": "base", "strategy": None, "targets": None, "adapters": []}],
                                 [str(law_retrieval)], base, sampler.SamplerSettings(answer_len=12, steps=3))
     assert df.empty and df.attrs["anchormask"]["not_available"] == {"base": "no probabilities from this model"}
@@ -180,7 +180,7 @@ def test_lora_probe_on_a_trained_adapter(tiny_model_dir, tiny_pairs, tmp_path):
     from helpers import tiny_train_settings
 
     out = tmp_path / "anchor_vo_n6_s2_seed42"
-    train.train(str(tiny_model_dir), "f" * 64, str(tiny_pairs), study.AdapterJob("anchor", "vo", 6, 2, 42),
+    train.train(cpu_base(tiny_model_dir), str(tiny_pairs), study.AdapterJob("anchor", "vo", 6, 2, 42),
                 tiny_train_settings(), str(out))
     norms = lora.adapter_norms(out)
     assert set(norms["kind"]) == {"v", "o"} and sorted(norms["layer"].unique()) == [0, 1]

@@ -7,7 +7,7 @@ import dataclasses
 
 from anchormask import backbone as bb
 from anchormask import families, io, study, train
-from helpers import tiny_train_settings
+from helpers import cpu_base, tiny_train_settings
 
 pytestmark = pytest.mark.unit
 
@@ -27,7 +27,7 @@ def adapter_tensor_kinds(path, projections: dict[str, str]) -> set[str]:
 
 def run_job(model_dir, pairs, out, strategy="anchor", targets="full", steps=4, seed=42, **overrides):
     job = study.AdapterJob(strategy, targets, 6, steps, seed)
-    return train.train(str(model_dir), BASE_SHA, str(pairs), job, tiny_train_settings(**overrides), str(out))
+    return train.train(cpu_base(model_dir, BASE_SHA), str(pairs), job, tiny_train_settings(**overrides), str(out))
 
 
 def file_bytes(folder):

@@ -46,13 +46,14 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _evaluate_base(args: argparse.Namespace) -> int:
-    from anchormask import config, io, runlog
+    from anchormask import config, io, modeljob, runlog
     from anchormask.embedded_base import base_eval, pretrain_text
     from anchormask.reporting.markdown import base_evaluation_markdown
 
     runlog.log_to(None)
     cfg = config.load(args.config)
-    base = {**cfg["base"], **({"path": args.base, "sha256": directory_sha256(args.base)} if args.base else {})}
+    base = modeljob.Base.from_config({**cfg["base"], **({"path": args.base, "sha256": directory_sha256(args.base)}
+                                                         if args.base else {})})
     validation = args.validation if args.validation is not None else config.setting(cfg, ("base_eval", "validation"))
     lines = pretrain_text.read_lines(validation) if validation else None
     result = base_eval.evaluate(cfg, base=base, validation_lines=lines, seed=args.seed, threads=args.threads)

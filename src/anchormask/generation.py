@@ -7,30 +7,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from anchormask import backbone as bb
-from anchormask import checksum, io, layout, provenance, sampler, schemas
-from anchormask.adapters import PROVENANCE, verify as verify_adapter
+from anchormask import checksum, io, layout, modeljob, provenance, sampler
+from anchormask.adapters import PROVENANCE
 from anchormask.progress import Progress
 
 log = logging.getLogger(__name__)
-
-
-def load_adapted(base_path: str, adapter_dir: str | None, *, trust_remote_code: bool,
-                 runtime: bb.Runtime, attn_implementation: str | None = None, family: str | None = None,
-                 projections: dict[str, str] | None = None, layout: str | None = None) -> bb.Backbone:
-    """The base, with one adapter merged into its weights (none for the base arm)."""
-    backbone = bb.load_backbone(base_path, trust_remote_code=trust_remote_code, runtime=runtime,
-                                attn_implementation=attn_implementation, family=family, projections=projections,
-                                layout=layout)
-    if adapter_dir is not None:
-        from peft import PeftModel
-
-        verify_adapter(adapter_dir)  # a flipped byte or a truncated file is named here, not used
-        backbone.model = PeftModel.from_pretrained(backbone.model, adapter_dir).merge_and_unload()
-    backbone.model.eval()
-    return backbone
 
 
 def post_anchor_ids(result: sampler.Result, end_id: int | None) -> list[int]:
@@ -94,21 +76,16 @@ def generation_records(backbone: bb.Backbone, runtime: bb.Runtime, retrieved: li
 
 
 def run_arm(*, arm: str, strategy: str | None, targets: str | None, adapters: list[str],
-            retrieval_files: list[str], out: str, base: dict[str, Any], settings: sampler.SamplerSettings,
+            retrieval_files: list[str], out: str, base: modeljob.Base, settings: sampler.SamplerSettings,
             threads: int) -> int:
     """Generate for every retrieved query with each adapter of the arm (one per training seed)."""
-    torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    runtime = bb.pick_runtime(schemas.value_or_default(base, ("base", "device")))
+    runtime = modeljob.start(base, threads)
     retrieved = [rec for path in retrieval_files for rec in io.read_jsonl(path)]
     records: list[dict[str, Any]] = []
     progress = Progress(f"generate {arm}", max(1, len(adapters)) * len(retrieved), log_every=1,
                         unit="generation")
     for adapter in adapters or [None]:
-        remote = schemas.value_or_default(base, ("base", "trust_remote_code"))
-        backbone = load_adapted(base["path"], adapter, trust_remote_code=remote, runtime=runtime,
-                                family=base.get("family"), projections=base.get("projections"),
-                                layout=base.get("layout"))
+        backbone = modeljob.load(base, runtime, adapter)
         done = len(records)
         records += generation_records(backbone, runtime, retrieved, settings,
                                       _identity(arm, strategy, targets, adapter, base),
@@ -117,11 +94,11 @@ def run_arm(*, arm: str, strategy: str | None, targets: str | None, adapters: li
 
 
 def _identity(arm: str, strategy: str | None, targets: str | None, adapter: str | None,
-              base: dict[str, Any]) -> dict[str, Any]:
+              base: modeljob.Base) -> dict[str, Any]:
     job = io.read_json(Path(adapter) / PROVENANCE)["job"] if adapter else {}
     return {
         "arm": arm, "strategy": strategy, "targets": targets, "train_size": job.get("size"),
         "train_steps": job.get("steps"), "train_seed": job.get("seed"), "adapter_id": job.get("id"),
         "adapter_sha256": checksum.directory_sha256(adapter) if adapter else None,
-        "base_sha256": base["sha256"], "versions": provenance.versions(),
+        "base_sha256": base.sha256, "versions": provenance.versions(),
     }

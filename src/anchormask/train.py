@@ -16,7 +16,7 @@ import torch
 
 from anchormask import backbone as bb
 from anchormask.study import AdapterJob
-from anchormask import adapters, data, io, layout, masking, provenance
+from anchormask import adapters, data, io, layout, masking, modeljob, provenance
 from anchormask.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -25,12 +25,6 @@ LOG_COLUMNS = ("step", "mask_ratio", "masked_tokens", "loss", "lr")
 
 class AdapterError(ValueError):
     """An adapter does not hold what its target set says it should."""
-
-
-def set_deterministic(seed: int, threads: int) -> None:
-    torch.manual_seed(seed)
-    torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 def lora_config(backbone: bb.Backbone, targets: str, settings: dict[str, Any]):
@@ -124,14 +118,12 @@ def enable_checkpointing(backbone: bb.Backbone) -> None:
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
-def train(base_path: str, base_sha256: str, pairs_path: str, job: AdapterJob, settings: dict[str, Any],
-          out_dir: str, *, trust_remote_code: bool = False, device: str = "auto", family: str | None = None,
-          projections: dict[str, str] | None = None, layout: str | None = None) -> dict[str, Any]:
-    """One training job; ``family``, ``projections`` and ``layout`` are base.family, .projections, .layout."""
-    set_deterministic(job.seed, settings["threads"])
-    runtime = bb.pick_runtime(device)
-    backbone = bb.load_backbone(base_path, trust_remote_code=trust_remote_code, runtime=runtime, family=family,
-                                projections=projections, layout=layout)
+def train(base: modeljob.Base, pairs_path: str, job: AdapterJob, settings: dict[str, Any],
+          out_dir: str) -> dict[str, Any]:
+    """One training job on ``base``; ``settings`` are study.train_settings of the job's strategy."""
+    torch.manual_seed(job.seed)
+    runtime = modeljob.start(base, settings["threads"])
+    backbone = modeljob.load(base, runtime)
     if settings.get("gradient_checkpointing"):
         enable_checkpointing(backbone)
     pairs = data.select_pairs(data.load_pairs(pairs_path), job.size, settings["subset"], job.seed)
@@ -163,7 +155,7 @@ def train(base_path: str, base_sha256: str, pairs_path: str, job: AdapterJob, se
         "job": {"id": job.id, "strategy": job.strategy, "targets": job.targets, "size": job.size,
                 "steps": job.steps, "seed": job.seed},
         "settings": settings,
-        "base": {"path": base_path, "sha256": base_sha256},
+        "base": {"path": base.path, "sha256": base.sha256},
         "pairs": {"path": pairs_path, "ids": [p["id"] for p in pairs]},
         "lora_modules": lora_modules,
         "trainable_parameters": sum(p.numel() for p in params),

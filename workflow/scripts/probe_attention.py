@@ -4,7 +4,7 @@ and the layer x head heatmaps (PDF and PNG)."""
 import json
 import logging
 
-from anchormask import runlog, sampler, tables
+from anchormask import modeljob, runlog, sampler, tables
 from anchormask.probes import attention
 from anchormask.reporting import probe_figures
 
@@ -13,8 +13,8 @@ def main(smk):
     runlog.log_to(smk.log[0])
     arms = json.loads(smk.params.arms)
     settings = sampler.SamplerSettings.from_config(json.loads(smk.params.sampler))
-    df = attention.attention_table(arms, list(smk.input.retrieval), json.loads(smk.params.base), settings,
-                                threads=smk.threads)
+    base = modeljob.Base.from_config(json.loads(smk.params.base))
+    df = attention.attention_table(arms, list(smk.input.retrieval), base, settings, threads=smk.threads)
     tables.write_parquet(df, smk.output.table, attention.ATTENTION_SCHEMA)
     probe_figures.attention_figure(df, smk.output.pdf, smk.output.png)
     for (arm, target), mass in df.groupby(["arm", "target"], sort=False)["mass"].mean().items():

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from anchormask import backbone as bb
-from anchormask import metric, schemas
+from anchormask import metric, modeljob
 
 log = logging.getLogger(__name__)
 
@@ -147,19 +147,14 @@ def study_anchors(config: dict[str, Any]) -> list[dict[str, Any]]:
     return [a for domain in study.domains(config) for a in retrieval.study_anchors(config, domain)]
 
 
-def evaluate(config: dict[str, Any], *, base: dict[str, Any], validation_lines: list[str] | None,
+def evaluate(config: dict[str, Any], *, base: modeljob.Base, validation_lines: list[str] | None,
              seed: int, threads: int) -> dict[str, Any]:
     """Masked-token scores, generation gates and samples of one base (no adapter)."""
     from anchormask import study
     from anchormask import data, generation, provenance, sampler
 
-    torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    runtime = bb.pick_runtime(schemas.value_or_default(base, ("base", "device")))
-    remote = schemas.value_or_default(base, ("base", "trust_remote_code"))
-    backbone = generation.load_adapted(base["path"], None, trust_remote_code=remote,
-                                       runtime=runtime, family=base.get("family"),
-                                       projections=base.get("projections"), layout=base.get("layout"))
+    runtime = modeljob.start(base, threads)
+    backbone = modeljob.load(base, runtime)
     texts = {domain: [r["text"] for r in data.load_corpus(data.corpus_path(config, domain))]
              for domain in study.domains(config)}
     texts = {"validation": validation_lines, **texts} if validation_lines else texts
@@ -174,7 +169,7 @@ def evaluate(config: dict[str, Any], *, base: dict[str, Any], validation_lines: 
     records = generation.generation_records(backbone, runtime, study_anchors(config), settings, {})
     quality = generation_quality(records, dictionary_words(), stop_words())
     summary = {"corpora_accuracy_15": masked["corpora"]["0.15"]["accuracy"], **quality}
-    return {"base": {k: base.get(k) for k in ("path", "sha256", "trust_remote_code")}, "runtime": runtime.name,
+    return {"base": {"path": base.path, "sha256": base.sha256, "trust_remote_code": base.trust_remote_code}, "runtime": runtime.name,
             "seed": seed, "mask_ratios": list(MASK_RATIOS), "sampler": settings.record(),
             "masked": masked, "generation": quality, "gates": gates(summary), "samples": samples(records),
             "versions": provenance.versions()}

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from anchormask import io, provenance, schemas, tables
+from anchormask import io, modeljob, provenance, tables
 from anchormask.io import InputError
 
 #: The two targets of the attention mass, in the order of the last axis of ``attention_mass_rows``.
@@ -187,30 +187,22 @@ def attention_probe(backbone, runtime, requests, settings) -> dict[str, np.ndarr
     return {qid: sums[qid] / steps[qid] for qid in sums}
 
 
-def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence[str], base: Mapping[str, Any],
+def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence[str], base: modeljob.Base,
                     settings, threads: int = 1) -> pd.DataFrame:
     """One row per (arm, layer, head, target). ``arms``: dicts with arm, strategy, targets, adapters."""
-    import torch
-
-    from anchormask import backbone as bb
     from anchormask import checksum, generation
 
-    torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    runtime = bb.pick_runtime(schemas.value_or_default(base, ("base", "device")))
+    runtime = modeljob.start(base, threads)
     retrieved = [rec for path in retrieval_files for rec in io.read_jsonl(path)]
     if not retrieved:
         raise InputError("attention probe: the retrieval files hold no queries")
     rows, adapters_meta, unavailable = [], {}, {}
-    remote = schemas.value_or_default(base, ("base", "trust_remote_code"))
     for spec in arms:
         per_adapter = []
         for adapter in spec["adapters"] or [None]:
             # Eager attention returns probabilities; remote code keeps its own SDPA, which the probe records.
-            backbone = generation.load_adapted(base["path"], adapter, trust_remote_code=remote, runtime=runtime,
-                                               attn_implementation=None if remote else "eager",
-                                               family=base.get("family"), projections=base.get("projections"),
-                                               layout=base.get("layout"))
+            backbone = modeljob.load(base, runtime, adapter,
+                                     attn_implementation=None if base.trust_remote_code else "eager")
             requests = generation.requests_for(backbone, retrieved)
             try:
                 per_query = attention_probe(backbone, runtime, requests, settings)
@@ -236,7 +228,7 @@ def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence
     df.attrs["anchormask"] = {
         "table": "probe_attention", "definition": ATTENTION_DEFINITION,
         "inputs": [tables.file_entry(p) for p in retrieval_files], "adapters": adapters_meta,
-        "base": {"path": base["path"], "sha256": base.get("sha256")}, "sampler": settings.record(),
+        "base": {"path": base.path, "sha256": base.sha256}, "sampler": settings.record(),
         "seed": settings.seed, "runtime": runtime.name, "versions": provenance.versions(),
     }
     if unavailable:  # a statement in the output, not a crash that stops the `all` target

@@ -81,8 +81,3 @@ def default(key_path: tuple, name: str = "config") -> Any:
             return copy.deepcopy(node["default"])
     raise KeyError(f"{shown(name)} gives no default for {'.'.join(map(str, key_path))}")
 
-
-def value_or_default(section: dict[str, Any], key_path: tuple) -> Any:
-    """``section[key]`` for the last key of ``key_path``, or the schema's default for ``key_path`` when the
-    section does not set it (``section`` is the part of the config at ``key_path[:-1]``, e.g. the base)."""
-    return section[key_path[-1]] if key_path[-1] in section else default(key_path)
