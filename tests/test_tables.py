@@ -8,7 +8,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from anchormask import tables
+from anchormask import data, tables
 from anchormask.stats import pairwise
 from anchormask.reporting import markdown
 from anchormask.checksum import file_sha256
@@ -126,6 +126,22 @@ def test_schema_violation_names_file_and_line(tmp_path):
     path = write_records(tmp_path / "bad.jsonl", recs)
     with pytest.raises(InputError, match=r"bad.jsonl: line 3: .*post_anchor_text"):
         tables.generations_table([path], corpora(tmp_path))
+
+
+def test_tables_check_records_as_data_loading_does(tmp_path):
+    """One check per kind of record: the table refuses what data.load_* refuses, with the same message."""
+    recs = records()
+    recs[1]["locked_tokens"] = "three"
+    path = write_records(tmp_path / "bad.jsonl", recs)
+    with pytest.raises(InputError) as by_data:
+        data.load_generations(path)
+    with pytest.raises(InputError) as by_table:
+        tables.generations_table([path], corpora(tmp_path))
+    assert str(by_table.value) == str(by_data.value) and "line 2: field 'locked_tokens'" in str(by_data.value)
+    paths = corpora(tmp_path)
+    write_jsonl(paths["geo"], [{"id": "geo-000", "text": GEO[0]}, {"id": "geo-000", "text": GEO[1]}])
+    with pytest.raises(InputError, match="geo.jsonl: line 2: field 'id': duplicate id 'geo-000'"):
+        tables.generations_table([write_records(tmp_path / "ok.jsonl", records())], paths)
 
 
 def test_domain_without_corpus_duplicates_and_mixed_bases_are_errors(tmp_path):

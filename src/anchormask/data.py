@@ -38,14 +38,23 @@ def _field_problem(error) -> str:
     return f"field '{field}': {error.message}"
 
 
+def _check_schema(path: str | Path, records: list[dict[str, Any]], kind: str, fix: str = "") -> None:
+    """Every record against schema ``kind`` (src/anchormask/schemas/); the first bad line is named, with
+    its first problem (a missing field before the others, then by field)."""
+    validator = _validator(kind)
+    for lineno, rec in enumerate(records, start=1):
+        errors = sorted(validator.iter_errors(rec),
+                        key=lambda e: (e.validator != "required", list(map(str, e.absolute_path))))
+        if errors:
+            raise io.InputError(f"{path}: line {lineno}: {_field_problem(errors[0])}{fix}")
+
+
 def load_records(path: str | Path, kind: str) -> list[dict[str, Any]]:
     """Read a JSONL file of one kind (corpus, pairs, queries); fail at the first bad line."""
     records = io.read_jsonl(path)
+    _check_schema(path, records, kind)
     seen: dict[str, int] = {}
     for lineno, rec in enumerate(records, start=1):
-        errors = sorted(_validator(kind).iter_errors(rec), key=lambda e: e.validator != "required")
-        if errors:
-            raise io.InputError(f"{path}: line {lineno}: {_field_problem(errors[0])}")
         if rec["id"] in seen:
             raise io.InputError(f"{path}: line {lineno}: field 'id': duplicate id {rec['id']!r} "
                                 f"(first on line {seen[rec['id']]}); ids must be unique")
@@ -183,10 +192,7 @@ def gather_generations(paths: list[str], out: str) -> int:
 
 
 def load_generations(path: str | Path) -> list[dict[str, Any]]:
+    """A generation JSONL file, every record checked against the generation schema."""
     records = io.read_jsonl(path)
-    for lineno, rec in enumerate(records, start=1):
-        errors = list(_validator("generation").iter_errors(rec))
-        if errors:
-            raise io.InputError(f"{path}: line {lineno}: {_field_problem(errors[0])}; regenerate it "
-                                f"(delete the file and rerun snakemake)")
+    _check_schema(path, records, "generation", "; regenerate it (delete the file and rerun snakemake)")
     return records

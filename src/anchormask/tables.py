@@ -24,9 +24,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from anchormask import metric, provenance, quality, schemas
+from anchormask import data, metric, provenance, quality
 from anchormask.checksum import file_sha256
-from anchormask.io import InputError, atomic_path, canonical_json, read_jsonl
+from anchormask.io import InputError, atomic_path, canonical_json
 
 METADATA_KEY = b"anchormask"
 COMPRESSION = "zstd"
@@ -83,23 +83,9 @@ def file_entry(path: str | os.PathLike[str]) -> dict[str, str]:
 # --------------------------------------------------------------------------- corpora and generations
 
 def load_vocabularies(corpora: Mapping[str, str | os.PathLike[str]]) -> dict[str, frozenset[str]]:
-    """Domain -> corpus vocabulary, from corpus JSONL files (lines with ``id`` and ``text``)."""
-    vocabs = {}
-    for domain, path in corpora.items():
-        records = read_jsonl(path)
-        for lineno, rec in enumerate(records, start=1):
-            if not isinstance(rec.get("text"), str) or not rec["text"].strip():
-                raise InputError(f"{path}: line {lineno}: a corpus line needs a non-empty string 'text'")
-        if not records:
-            raise InputError(f"{path}: corpus {domain!r} is empty")
-        vocabs[domain] = metric.corpus_vocabulary(r["text"] for r in records)
-    return vocabs
-
-
-def _validator():
-    import jsonschema
-
-    return jsonschema.Draft202012Validator(schemas.document("generation"))
+    """Domain -> corpus vocabulary, from corpus JSONL files (checked as data.load_corpus checks them)."""
+    return {domain: metric.corpus_vocabulary(r["text"] for r in data.load_corpus(path))
+            for domain, path in corpora.items()}
 
 
 def generations_table(jsonl_paths: Iterable[str | os.PathLike[str]],
@@ -114,19 +100,13 @@ def generations_table(jsonl_paths: Iterable[str | os.PathLike[str]],
     if not jsonl_paths:
         raise InputError("no generation JSONL files given")
     vocabs = load_vocabularies(corpora)
-    validator = _validator()
     rows: list[dict[str, Any]] = []
     seen: dict[tuple, str] = {}
     query_domain: dict[str, tuple[str, str]] = {}
     bases: dict[str, str] = {}
     for path in jsonl_paths:
-        for lineno, rec in enumerate(read_jsonl(path), start=1):
+        for lineno, rec in enumerate(data.load_generations(path), start=1):
             where = f"{path}: line {lineno}"
-            errors = sorted(validator.iter_errors(rec), key=lambda e: list(map(str, e.absolute_path)))
-            if errors:
-                e = errors[0]
-                key = ".".join(map(str, e.absolute_path)) or "(record)"
-                raise InputError(f"{where}: {key}: {e.message} (see {schemas.shown('generation')})")
             domain = rec["domain"]
             if domain not in vocabs:
                 raise InputError(f"{where}: domain {domain!r} has no corpus; corpora given: "
