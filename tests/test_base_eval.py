@@ -34,17 +34,28 @@ def _record(text: str, domain="law", query_id="law-q01", mid=False) -> dict:
 
 def test_generation_gates_see_repetition_and_non_words():
     words = frozenset({"the", "river", "flow", "into", "sea", "is", "a", "long"})
-    stops = frozenset({"the", "is", "a", "into"})
-    degenerate = base_eval.generation_quality([_record("the the the is is the"), _record("the the sss")],
-                                              words, stops)
+    degenerate = base_eval.generation_quality([_record("the the the is is the"), _record("the the sss")], words)
     assert degenerate["adjacent_repeat_share"] == pytest.approx(4 / 7)
     assert degenerate["distinct_2"] == pytest.approx(5 / 7)   # the-the, the-is, is-is, is-the, the-sss
     assert degenerate["dictionary_share"] == pytest.approx(8 / 9)
     fluent = base_eval.generation_quality([_record("the river flows into a long sea", mid=True), _record("")],
-                                          words, stops)
+                                          words)
     assert fluent["adjacent_repeat_share"] == 0 and fluent["distinct_2"] == 1 and fluent["dictionary_share"] == 1
-    assert fluent["stop_word_share"] == pytest.approx(3 / 7)
+    assert fluent["stop_word_share"] == pytest.approx(3 / 7)  # the, into, a: quality.STOP_WORDS
     assert fluent["mid_word_share"] == 0.5 and fluent["empty_share"] == 0.5
+    nothing = base_eval.generation_quality([_record("")], words)
+    assert nothing["adjacent_repeat_share"] == 0 and nothing["distinct_2"] == 0 and nothing["empty_share"] == 1
+
+
+def test_the_gates_read_one_text_as_the_studys_degeneracy_columns_do():
+    from anchormask import quality
+
+    text = "Don't the river, the river flows flows into the sea of the river"
+    gated = base_eval.generation_quality([_record(text)], frozenset())
+    assert gated["adjacent_repeat_share"] == quality.adjacent_repeat_share(text) > 0
+    assert gated["distinct_2"] == quality.distinct_n(text, 2) < 1
+    words = quality.words(text)
+    assert gated["stop_word_share"] == pytest.approx(1 - len(quality.content_words(words)) / len(words))
 
 
 def test_gates_compare_each_value_with_its_target():

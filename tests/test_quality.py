@@ -45,3 +45,12 @@ def test_adjacent_repeat_share():
     assert quality.adjacent_repeat_share("sea sea, north north! east") == 0.5  # 2 of 4 pairs
     assert quality.adjacent_repeat_share("The the") == 1.0                  # case folded like corpus_overlap
     assert math.isnan(quality.adjacent_repeat_share("one"))
+
+
+def test_pooled_measures_count_within_each_text_never_across_two():
+    texts = ["the river", "river sea", "sea sea"]  # pooled together, "river river" would be a repeat
+    assert quality.pooled_adjacent_repeat_share(texts) == pytest.approx(1 / 3)
+    assert quality.pooled_distinct_n(texts, 2) == 1.0
+    assert quality.pooled_distinct_n(["a b", "a b"], 2) == 0.5  # one bigram, written twice
+    assert math.isnan(quality.pooled_adjacent_repeat_share(["one", ""]))
+    assert quality.pooled_distinct_n(texts[:1], 1) == quality.distinct_n(texts[0], 1)

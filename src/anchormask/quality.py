@@ -11,6 +11,10 @@ lower-cased, accent-folded runs of letters and digits, the same words corpus_ove
 * ``adjacent_repeat_share``: share of adjacent word pairs whose two words are equal
   ("the the the" -> 1.0); NaN with fewer than two words.
 
+Each of the last two also comes pooled over several texts (``pooled_distinct_n``,
+``pooled_adjacent_repeat_share``: n-grams and pairs are taken within each text, never across two,
+and counted together), for a verdict on a whole set of answers (embedded_base/base_eval.py).
+
 Stop words: NLTK's English list as bm25s ships it (``bm25s.stopwords.STOPWORDS_EN_PLUS``, 179
 words; bm25s is already the retrieval dependency), passed through the same word rule, so
 "don't" contributes "don" and "t".
@@ -54,19 +58,41 @@ def content_overlap(text_or_words: str | Sequence[str], vocab: Iterable[str]) ->
     return sum(w in allowed for w in content) / len(content)
 
 
-def distinct_n(text_or_words: str | Sequence[str], n: int) -> float:
-    """Distinct n-grams over all n-grams (distinct-1, distinct-2, ...); NaN when there is none."""
+def _ngrams(text_or_words: str | Sequence[str], n: int) -> list[tuple[str, ...]]:
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     tokens = words(text_or_words)
-    grams = [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
-    return len(set(grams)) / len(grams) if grams else math.nan
+    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def _repeats(text_or_words: str | Sequence[str]) -> list[bool]:
+    """For each adjacent word pair: are its two words the same?"""
+    return [a == b for a, b in _ngrams(text_or_words, 2)]
+
+
+def _share(hits: int, total: int) -> float:
+    return hits / total if total else math.nan
+
+
+def distinct_n(text_or_words: str | Sequence[str], n: int) -> float:
+    """Distinct n-grams over all n-grams (distinct-1, distinct-2, ...); NaN when there is none."""
+    grams = _ngrams(text_or_words, n)
+    return _share(len(set(grams)), len(grams))
 
 
 def adjacent_repeat_share(text_or_words: str | Sequence[str]) -> float:
     """Share of adjacent word pairs with the same word twice; NaN with fewer than two words."""
-    tokens = words(text_or_words)
-    pairs = len(tokens) - 1
-    if pairs < 1:
-        return math.nan
-    return sum(tokens[i] == tokens[i + 1] for i in range(pairs)) / pairs
+    repeats = _repeats(text_or_words)
+    return _share(sum(repeats), len(repeats))
+
+
+def pooled_distinct_n(texts: Iterable[str | Sequence[str]], n: int) -> float:
+    """Distinct n-grams over all n-grams of several texts (each text's own n-grams); NaN when there is none."""
+    grams = [g for text in texts for g in _ngrams(text, n)]
+    return _share(len(set(grams)), len(grams))
+
+
+def pooled_adjacent_repeat_share(texts: Iterable[str | Sequence[str]]) -> float:
+    """Share of the adjacent word pairs of several texts (each text's own pairs) with the same word twice."""
+    repeats = [r for text in texts for r in _repeats(text)]
+    return _share(sum(repeats), len(repeats))

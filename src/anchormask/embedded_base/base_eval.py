@@ -13,18 +13,21 @@ Two measurements, for any base the backbone layer loads:
 Dictionary words: the union of the ``web2`` and ``gcide`` lists of the PyPI package
 ``english-words``; those lists hold lemmas, so a word also counts when removing one
 inflectional suffix (-s, -es, -ies -> -y, -ed, -d, -ing, -er, -est, -ly) gives a listed word.
-Stop words: bm25s's English list (the one BM25 retrieval already uses).
+Stop words, repeats and distinct-2 are the study's own (``quality.STOP_WORDS``,
+``quality.pooled_adjacent_repeat_share``, ``quality.pooled_distinct_n``), so the base's gates and
+the degeneracy columns of the study's tables read a text the same way.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import torch
 
 from anchormask import backbone as bb
-from anchormask import metric, modeljob
+from anchormask import metric, modeljob, quality
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +78,6 @@ def dictionary_words() -> frozenset[str]:
     return frozenset(get_english_words_set(["web2", "gcide"], lower=True, alpha=True))
 
 
-def stop_words() -> frozenset[str]:
-    from bm25s.stopwords import STOPWORDS_EN
-
-    return frozenset(STOPWORDS_EN)
-
-
 def is_dictionary_word(word: str, words: frozenset[str]) -> bool:
     if word in words or word.isdigit():
         return True
@@ -88,34 +85,26 @@ def is_dictionary_word(word: str, words: frozenset[str]) -> bool:
                for suffix, stem in _SUFFIXES if len(word) > len(suffix) + 1)
 
 
-def adjacent_repeats(words: list[str]) -> tuple[int, int]:
-    """(adjacent pairs that repeat a word, adjacent pairs)."""
-    return sum(a == b for a, b in zip(words, words[1:])), max(0, len(words) - 1)
+def _or_zero(value: float) -> float:
+    """No word pair at all has none repeated and no distinct one (``empty_share`` shows such a base);
+    JSON has no NaN."""
+    return 0.0 if math.isnan(value) else value
 
 
-def generation_quality(records: list[dict[str, Any]], dictionary: frozenset[str],
-                       stops: frozenset[str]) -> dict[str, float]:
+def generation_quality(records: list[dict[str, Any]], dictionary: frozenset[str]) -> dict[str, float]:
     """Gates over the post-anchor words of all answers, pooled (one degenerate habit shows)."""
-    repeats = pairs = words_total = in_dict = stop = 0
-    bigrams: list[tuple[str, str]] = []
-    for rec in records:
-        words = metric.word_tokens(rec["post_anchor_text"])
-        r, p = adjacent_repeats(words)
-        repeats, pairs = repeats + r, pairs + p
-        bigrams += list(zip(words, words[1:]))
-        words_total += len(words)
-        in_dict += sum(is_dictionary_word(w, dictionary) for w in words)
-        stop += sum(w in stops for w in words)
+    answers = [metric.word_tokens(rec["post_anchor_text"]) for rec in records]
+    every = [w for words in answers for w in words]
     n = max(1, len(records))
     return {
         "answers": len(records),
-        "post_anchor_words_mean": words_total / n,
-        "adjacent_repeat_share": repeats / max(1, pairs),
-        "distinct_2": len(set(bigrams)) / max(1, len(bigrams)),
-        "dictionary_share": in_dict / max(1, words_total),
-        "stop_word_share": stop / max(1, words_total),
+        "post_anchor_words_mean": len(every) / n,
+        "adjacent_repeat_share": _or_zero(quality.pooled_adjacent_repeat_share(answers)),
+        "distinct_2": _or_zero(quality.pooled_distinct_n(answers, 2)),
+        "dictionary_share": sum(is_dictionary_word(w, dictionary) for w in every) / max(1, len(every)),
+        "stop_word_share": sum(w in quality.STOP_WORDS for w in every) / max(1, len(every)),
         "mid_word_share": sum(bool(rec["continues_anchor_word"]) for rec in records) / n,
-        "empty_share": sum(not metric.word_tokens(rec["post_anchor_text"]) for rec in records) / n,
+        "empty_share": sum(not words for words in answers) / n,
     }
 
 
@@ -167,9 +156,9 @@ def evaluate(config: dict[str, Any], *, base: modeljob.Base, validation_lines: l
         log.info("%s: accuracy %.3f at 15%% masking", name, masked[name]["0.15"]["accuracy"])
     settings = sampler.SamplerSettings.from_config(config["generation"])
     records = generation.generation_records(backbone, runtime, study_anchors(config), settings, {})
-    quality = generation_quality(records, dictionary_words(), stop_words())
-    summary = {"corpora_accuracy_15": masked["corpora"]["0.15"]["accuracy"], **quality}
+    scores = generation_quality(records, dictionary_words())
+    summary = {"corpora_accuracy_15": masked["corpora"]["0.15"]["accuracy"], **scores}
     return {"base": {"path": base.path, "sha256": base.sha256, "trust_remote_code": base.trust_remote_code}, "runtime": runtime.name,
             "seed": seed, "mask_ratios": list(MASK_RATIOS), "sampler": settings.record(),
-            "masked": masked, "generation": quality, "gates": gates(summary), "samples": samples(records),
+            "masked": masked, "generation": scores, "gates": gates(summary), "samples": samples(records),
             "versions": provenance.versions()}
