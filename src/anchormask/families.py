@@ -22,10 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from torch import nn
+if TYPE_CHECKING:  # torch only where a model is inspected, so readers of KINDS (the probes' tables) skip it
+    from torch import nn
 
-KINDS = ("q", "k", "v", "o")
+KINDS = ("q", "k", "v", "o")  # the attention projections a LoRA target set is made of
 # Leaf names that mean Q, K and V share one matrix: LoRA on "Q only" is then impossible.
 FUSED_QKV_NAMES = ("qkv", "qkv_proj", "Wqkv", "c_attn", "query_key_value", "att_proj", "in_proj")
 
@@ -83,6 +85,8 @@ def detect(model: nn.Module, model_type: str | None = None, *, name: str | None 
 
     ``projections`` (base.projections) replaces the family's Q/K/V/O suffixes.
     """
+    from torch import nn
+
     linear = [n for n, mod in model.named_modules() if isinstance(mod, nn.Linear)]
     _refuse_fused({n.rsplit(".", 1)[-1] for n in linear})
     family = FAMILIES[name] if name else _by_type_or_names(linear, model_type)

@@ -24,9 +24,8 @@ import pandas as pd
 import pyarrow as pa
 
 from anchormask import io, provenance, tables
+from anchormask.families import KINDS
 from anchormask.io import InputError
-
-KINDS = ("q", "k", "v", "o")
 
 _str, _int, _f64 = pa.string(), pa.int64(), pa.float64()
 

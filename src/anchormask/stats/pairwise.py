@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from anchormask import schemas
+from anchormask import schemas, tables
 from anchormask.study import comparison_selection
 from anchormask.stats.bootstrap import paired_bootstrap_batch, query_set_rng, safe_ratio
 from anchormask.io import InputError
@@ -283,8 +283,6 @@ def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     return df
 
 
-_STAT_COLUMNS = ["metric", "n", "seeds", "mean_a", "mean_b", "ratio", "ratio_lo", "ratio_hi", "diff", "diff_lo",
-                 "diff_hi", "p_a_gt_b", "zero_b_resamples", "p_perm", "perm_exact", "p_holm", "family", "runs_a",
-                 "runs_b", "resamples", "confidence", "seed", "permutations", "report"]
-COMPARISON_COLUMNS = ["name", "selector", "a", "b", *_STAT_COLUMNS]
-SWEEP_COLUMNS = ["point", "train_size", "train_steps", "a", "b", *_STAT_COLUMNS]
+# The columns, in order, of the Parquet files these frames are written to (their types are there too).
+COMPARISON_COLUMNS = tables.COMPARISONS_SCHEMA.names
+SWEEP_COLUMNS = tables.SWEEP_SCHEMA.names
