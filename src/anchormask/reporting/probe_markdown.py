@@ -10,7 +10,7 @@ allocation (probe 3, ``probes.lora``) and the mask count (``probes.maskcount``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -50,67 +50,88 @@ def _comparison_line(row: Mapping[str, Any]) -> str:
             f"P(a>b) = {number(row['p_a_gt_b'])}{report}")
 
 
-def headline_lines(by_name: Mapping[str, Mapping[str, Any]], attention: pd.DataFrame | None,
-                   lora: pd.DataFrame | None, maskcount: pd.DataFrame | None, paths: Mapping[str, str]) -> list[str]:
-    """One bullet per probe (1 reverse vs random, 2 attention, 3 LoRA, 4 V/O ablation, 5 mask count)."""
-    comp_path = paths["comparisons"]
-    out = []
+class _Attention(NamedTuple):
+    """The attention table reduced once for the headline and its section."""
+
+    means: pd.DataFrame  # arm x target, mean over layers and heads; arms in groupby order
+    order: list[str]     # the arms in display order
+    base: str | None     # the arm without an adapter, the reference of the deltas
+
+
+def _attention(attention: pd.DataFrame | None) -> _Attention | None:
+    if attention is None or not len(attention):
+        return None
+    means = attention.groupby(["arm", "target"])["mass"].mean().unstack("target")
+    order = order_arms(list(means.index))
+    return _Attention(means, order, base_arm(order, attention.groupby("arm")["strategy"].first().to_dict()))
+
+
+def _maskcount_part(maskcount: pd.DataFrame | None) -> tuple[str, pd.DataFrame] | None:
+    """The split the mask-count probe reports (held-out when there is one) and its rows."""
+    if maskcount is None or not len(maskcount):
+        return None
+    split = "held_out" if (maskcount["split"] == "held_out").any() else "all"
+    return split, maskcount[maskcount["split"] == split]
+
+
+def _reverse_headline(by_name: Mapping[str, Mapping[str, Any]], comp_path: str) -> str:
     row = by_name.get("heldout_reverse_vs_random")
-    out.append("- **1. reverse vs random**: " + (
+    return "- **1. reverse vs random**: " + (
         f"held-out diff {diff_cell(row)}, "
         f"P(reverse > random) = {number(row['p_a_gt_b'])} (N = {int(row['n'])}); row `heldout_reverse_vs_random` of "
-        f"`{comp_path}`" if row is not None else f"not configured (no `heldout_reverse_vs_random` in `{comp_path}`)"))
-    if attention is not None and len(attention):
-        means = attention.groupby(["arm", "target"])["mass"].mean().unstack("target")
-        strategies = attention.groupby("arm")["strategy"].first().to_dict()
-        base = base_arm(list(means.index), strategies)
-        parts = [f"{a} {means.loc[a, 'anchor']:.3f}" + (f" ({means.loc[a, 'anchor'] - means.loc[base, 'anchor']:+.4f})"
-                                                       if base and a != base else "")
-                 for a in means.index if a in ("base", "anchor", "random") or a == base]
-        out.append("- **2. attention**: mass onto the locked anchor, mean over layers and heads (Δ vs "
-                   f"{base or 'base'}): " + ", ".join(parts) + f"; `{paths['attention_figure']}`")
-    else:
-        out.append("- **2. attention**: not run")
-    if lora is not None and len(lora):
-        full = lora[lora["targets"] == "full"]
-        vo = full[full["kind"].isin(["v", "o"])].groupby("arm")["share"].sum()
-        out.append("- **3. LoRA allocation**: V+O share of Σ‖ΔW‖² in the full-target adapters: "
-                   + ", ".join(f"{a} {v:.3f}" for a, v in vo.items()) + f"; `{paths['lora_figure']}`")
-    else:
-        out.append("- **3. LoRA allocation**: not run")
+        f"`{comp_path}`" if row is not None else f"not configured (no `heldout_reverse_vs_random` in `{comp_path}`)")
+
+
+def _attention_headline(att: _Attention | None, figure: str) -> str:
+    if att is None:
+        return "- **2. attention**: not run"
+    means, base = att.means, att.base
+    parts = [f"{a} {means.loc[a, 'anchor']:.3f}" + (f" ({means.loc[a, 'anchor'] - means.loc[base, 'anchor']:+.4f})"
+                                                   if base and a != base else "")
+             for a in means.index if a in ("base", "anchor", "random") or a == base]
+    return ("- **2. attention**: mass onto the locked anchor, mean over layers and heads (Δ vs "
+            f"{base or 'base'}): " + ", ".join(parts) + f"; `{figure}`")
+
+
+def _lora_headline(lora: pd.DataFrame | None, figure: str) -> str:
+    if lora is None or not len(lora):
+        return "- **3. LoRA allocation**: not run"
+    full = lora[lora["targets"] == "full"]
+    vo = full[full["kind"].isin(["v", "o"])].groupby("arm")["share"].sum()
+    return ("- **3. LoRA allocation**: V+O share of Σ‖ΔW‖² in the full-target adapters: "
+            + ", ".join(f"{a} {v:.3f}" for a, v in vo.items()) + f"; `{figure}`")
+
+
+def _ablation_headline(by_name: Mapping[str, Mapping[str, Any]], figure: str) -> str:
     vo_row = by_name.get("heldout_anchorvo_vs_anchor")
-    out.append("- **4. V/O ablation**: " + (
+    return "- **4. V/O ablation**: " + (
         f"held-out anchor-vo {number(vo_row['mean_a'])} vs anchor (full) {number(vo_row['mean_b'])}, diff "
         f"{diff_cell(vo_row)}; "
-        if vo_row is not None else "") + f"see `{paths['ablation']}`")
-    if maskcount is not None and len(maskcount):
-        split = "held_out" if (maskcount["split"] == "held_out").any() else "all"
-        part = maskcount[maskcount["split"] == split]
-        kmax = int(part["k"].max())
-        top = part[part["k"] == kmax]
-        out.append(f"- **5. mask count**: {split.replace('_', '-')} Δ mean corpus_overlap from k = "
-                   f"{int(part['k0'].iloc[0])} to k = {kmax}: "
-                   + ", ".join(f"{r['arm']} {r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]"
-                               for r in top.to_dict("records")) + f"; `{paths['maskcount_md']}`")
-    else:
-        out.append("- **5. mask count**: not run")
-    return out
+        if vo_row is not None else "") + f"see `{figure}`"
 
 
-def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame | None, lora: pd.DataFrame | None,
-                     maskcount: pd.DataFrame | None, arms: Mapping[str, Mapping[str, Any]],
-                     paths: Mapping[str, str]) -> str:
-    """results/probes/summary.md: one section per probe with its headline number and where to look."""
-    lines = ["# Mechanism probes: summary", "",
-             "Headline numbers of each probe (docs/protocol.md, \"Mechanism probes\", with the seed-002 mask-count "
-             "probe). Every number comes from the files named in its section.", ""]
-    comp = comparisons if comparisons is not None else pd.DataFrame(columns=["name", "a", "b"])
-    by_name = {r["name"]: r for r in comp.to_dict("records")}
-    lines += ["## Headlines (one line per probe)", ""]
-    lines += headline_lines(by_name, attention, lora, maskcount, paths)
-    lines.append("")
+def _maskcount_headline(mask: tuple[str, pd.DataFrame] | None, table: str) -> str:
+    if mask is None:
+        return "- **5. mask count**: not run"
+    split, part = mask
+    kmax = int(part["k"].max())
+    top = part[part["k"] == kmax]
+    return (f"- **5. mask count**: {split.replace('_', '-')} Δ mean corpus_overlap from k = "
+            f"{int(part['k0'].iloc[0])} to k = {kmax}: "
+            + ", ".join(f"{r['arm']} {r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]"
+                        for r in top.to_dict("records")) + f"; `{table}`")
 
-    lines += ["## 1. Direction of asymmetry: reverse vs random", ""]
+
+def headline_lines(by_name: Mapping[str, Mapping[str, Any]], att: _Attention | None, lora: pd.DataFrame | None,
+                   mask: tuple[str, pd.DataFrame] | None, paths: Mapping[str, str]) -> list[str]:
+    """One bullet per probe (1 reverse vs random, 2 attention, 3 LoRA, 4 V/O ablation, 5 mask count)."""
+    return [_reverse_headline(by_name, paths["comparisons"]), _attention_headline(att, paths["attention_figure"]),
+            _lora_headline(lora, paths["lora_figure"]), _ablation_headline(by_name, paths["ablation"]),
+            _maskcount_headline(mask, paths["maskcount_md"])]
+
+
+def _reverse_section(comp: pd.DataFrame, by_name: Mapping[str, Mapping[str, Any]], paths: Mapping[str, str]):
+    lines = ["## 1. Direction of asymmetry: reverse vs random", ""]
     row = by_name.get("heldout_reverse_vs_random")
     if row is None:
         rows = [r for r in comp.to_dict("records") if {r["a"], r["b"]} == {"reverse", "random"}]
@@ -121,76 +142,89 @@ def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame |
                   "`results/tables/headline.md`)."]
     else:
         lines.append("- No reverse vs random comparison is configured (`statistics.comparisons`).")
-    lines.append("")
+    return lines + [""]
 
-    lines += ["## 2. Attention instrumentation", ""]
-    if attention is not None and len(attention):
-        means = attention.groupby(["arm", "target"])["mass"].mean().unstack("target")
-        strategies = attention.groupby("arm")["strategy"].first().to_dict()
-        order = order_arms(list(means.index))
-        base = base_arm(order, strategies)
-        lines += ["Mean over layers and heads of the attention mass from generated-answer positions "
-                  "(averaged over answer positions, denoising steps and queries) onto the question prefix and "
-                  "onto the locked anchor" + (f"; Δ = arm − {base}." if base else "."), "",
-                  "| arm | prefix | anchor | Δ prefix | Δ anchor |", "|---|---:|---:|---:|---:|"]
-        for arm in order:
-            p, a = means.loc[arm, "prefix"], means.loc[arm, "anchor"]
-            dp = p - means.loc[base, "prefix"] if base else float("nan")
-            da = a - means.loc[base, "anchor"] if base else float("nan")
-            lines.append(f"| {arm} | {p:.3f} | {a:.3f} | {number(dp, '+.3f')} | {number(da, '+.3f')} |")
-        lines += ["", f"- Per layer and head: `{paths['attention']}`; "
-                  f"heatmaps (per arm and arm − base): `{paths['attention_figure']}`.",
-                  ""]
-    else:
-        lines += ["- Not run (`probes.attention_arms` is empty) or not available for this model (the reason is "
-                  f"in the metadata of `{paths['attention']}`).", ""]
 
-    lines += ["## 3. LoRA weight allocation", ""]
-    if lora is not None and len(lora):
-        shares = lora.pivot_table(index="arm", columns="kind", values="share", aggfunc="first")
-        norms = lora.groupby("arm")["fro_norm"].apply(lambda s: float(np.sqrt((s ** 2).sum())))
-        lines += ["Share of each adapter's Σ‖ΔW‖²_F (ΔW = (α/r)·B A) per projection kind, and the total ‖ΔW‖_F "
-                  "(mean over the arm's adapters).", "",
-                  "| arm | targets | Q | K | V | O | V+O | total ‖ΔW‖_F |", "|---|---|---:|---:|---:|---:|---:|---:|"]
-        targets = lora.groupby("arm")["targets"].first()
-        for arm in order_arms(list(shares.index)):
-            s = {k: shares.loc[arm].get(k, np.nan) for k in KINDS}
-            vo = np.nansum([s["v"], s["o"]])
-            lines.append(f"| {arm} | {targets[arm]} | " + " | ".join(number(s[k]) for k in KINDS)
-                         + f" | {vo:.3f} | {norms[arm]:.3f} |")
-        lines += ["", f"- Per layer: `{paths['lora_layers']}`; per kind: "
-                  f"`{paths['lora']}`; figure: "
-                  f"`{paths['lora_figure']}`.", ""]
-    else:
-        lines += ["- Not run (no adapter arms).", ""]
+def _attention_section(att: _Attention | None, paths: Mapping[str, str]) -> list[str]:
+    lines = ["## 2. Attention instrumentation", ""]
+    if att is None:
+        return lines + ["- Not run (`probes.attention_arms` is empty) or not available for this model (the reason "
+                        f"is in the metadata of `{paths['attention']}`).", ""]
+    means, base = att.means, att.base
+    lines += ["Mean over layers and heads of the attention mass from generated-answer positions "
+              "(averaged over answer positions, denoising steps and queries) onto the question prefix and "
+              "onto the locked anchor" + (f"; Δ = arm − {base}." if base else "."), "",
+              "| arm | prefix | anchor | Δ prefix | Δ anchor |", "|---|---:|---:|---:|---:|"]
+    for arm in att.order:
+        p, a = means.loc[arm, "prefix"], means.loc[arm, "anchor"]
+        dp = p - means.loc[base, "prefix"] if base else float("nan")
+        da = a - means.loc[base, "anchor"] if base else float("nan")
+        lines.append(f"| {arm} | {p:.3f} | {a:.3f} | {number(dp, '+.3f')} | {number(da, '+.3f')} |")
+    return lines + ["", f"- Per layer and head: `{paths['attention']}`; "
+                    f"heatmaps (per arm and arm − base): `{paths['attention_figure']}`.", ""]
 
-    lines += ["## 4. Direct V/O ablation", ""]
+
+def _lora_section(lora: pd.DataFrame | None, paths: Mapping[str, str]) -> list[str]:
+    lines = ["## 3. LoRA weight allocation", ""]
+    if lora is None or not len(lora):
+        return lines + ["- Not run (no adapter arms).", ""]
+    shares = lora.pivot_table(index="arm", columns="kind", values="share", aggfunc="first")
+    norms = lora.groupby("arm")["fro_norm"].apply(lambda s: float(np.sqrt((s ** 2).sum())))
+    lines += ["Share of each adapter's Σ‖ΔW‖²_F (ΔW = (α/r)·B A) per projection kind, and the total ‖ΔW‖_F "
+              "(mean over the arm's adapters).", "",
+              "| arm | targets | Q | K | V | O | V+O | total ‖ΔW‖_F |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    targets = lora.groupby("arm")["targets"].first()
+    for arm in order_arms(list(shares.index)):
+        s = {k: shares.loc[arm].get(k, np.nan) for k in KINDS}
+        vo = np.nansum([s["v"], s["o"]])
+        lines.append(f"| {arm} | {targets[arm]} | " + " | ".join(number(s[k]) for k in KINDS)
+                     + f" | {vo:.3f} | {norms[arm]:.3f} |")
+    return lines + ["", f"- Per layer: `{paths['lora_layers']}`; per kind: "
+                    f"`{paths['lora']}`; figure: "
+                    f"`{paths['lora_figure']}`.", ""]
+
+
+def _ablation_section(comp: pd.DataFrame, arms: Mapping[str, Mapping[str, Any]], paths: Mapping[str, str]):
+    lines = ["## 4. Direct V/O ablation", ""]
     ablation = [r for r in comp.to_dict("records")
                 if any((arms.get(r[s]) or {}).get("targets") in ("vo", "qk") for s in ("a", "b"))]
-    for r in ablation:
-        lines.append(f"- {_comparison_line(r)}.")
+    lines += [f"- {_comparison_line(r)}." for r in ablation]
     if not ablation:
         lines.append("- No comparison involving a vo or qk arm is configured (`statistics.comparisons`).")
-    lines += [f"- Figure: `{paths['ablation']}` (full / vo / qk for anchor and "
-              "random, held-out pooled, base as reference).", ""]
+    return lines + [f"- Figure: `{paths['ablation']}` (full / vo / qk for anchor and "
+                    "random, held-out pooled, base as reference).", ""]
 
-    lines += ["## 5. Mask-count robustness (seed 002)", ""]
-    if maskcount is not None and len(maskcount):
-        split = "held_out" if (maskcount["split"] == "held_out").any() else "all"
-        part = maskcount[maskcount["split"] == split]
-        kmax, k0 = int(part["k"].max()), int(part["k0"].iloc[0])
-        lines.append(f"Mean corpus_overlap ({split.replace('_', '-')} queries) at k = {k0} and k = {kmax} extra "
-                     "masks, and the paired difference:")
-        lines.append("")
-        for arm in order_arms(list(part["arm"].unique())):
-            a0 = part[(part["arm"] == arm) & (part["k"] == k0)].iloc[0]
-            am = part[(part["arm"] == arm) & (part["k"] == kmax)].iloc[0]
-            lines.append(f"- {arm}: {a0['mean']:.3f} -> {am['mean']:.3f}, Δ {am['diff']:+.3f} "
-                         f"[{am['diff_lo']:+.3f}, {am['diff_hi']:+.3f}], P(Δ<0) = {am['p_below_k0']:.3f} "
-                         f"(N = {int(am['n'])}).")
-        lines += [f"- Table: `{paths['maskcount_md']}` "
-                  f"(`{paths['maskcount']}`); figure: "
-                  f"`{paths['maskcount_figure']}`.", ""]
-    else:
-        lines += ["- Not run (`probes.maskcount_k` or its arms are empty).", ""]
-    return "\n".join(lines)
+
+def _maskcount_section(mask: tuple[str, pd.DataFrame] | None, paths: Mapping[str, str]) -> list[str]:
+    lines = ["## 5. Mask-count robustness (seed 002)", ""]
+    if mask is None:
+        return lines + ["- Not run (`probes.maskcount_k` or its arms are empty).", ""]
+    split, part = mask
+    kmax, k0 = int(part["k"].max()), int(part["k0"].iloc[0])
+    lines += [f"Mean corpus_overlap ({split.replace('_', '-')} queries) at k = {k0} and k = {kmax} extra "
+              "masks, and the paired difference:", ""]
+    for arm in order_arms(list(part["arm"].unique())):
+        a0 = part[(part["arm"] == arm) & (part["k"] == k0)].iloc[0]
+        am = part[(part["arm"] == arm) & (part["k"] == kmax)].iloc[0]
+        lines.append(f"- {arm}: {a0['mean']:.3f} -> {am['mean']:.3f}, Δ {am['diff']:+.3f} "
+                     f"[{am['diff_lo']:+.3f}, {am['diff_hi']:+.3f}], P(Δ<0) = {am['p_below_k0']:.3f} "
+                     f"(N = {int(am['n'])}).")
+    return lines + [f"- Table: `{paths['maskcount_md']}` "
+                    f"(`{paths['maskcount']}`); figure: "
+                    f"`{paths['maskcount_figure']}`.", ""]
+
+
+def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame | None, lora: pd.DataFrame | None,
+                     maskcount: pd.DataFrame | None, arms: Mapping[str, Mapping[str, Any]],
+                     paths: Mapping[str, str]) -> str:
+    """results/probes/summary.md: one section per probe with its headline number and where to look."""
+    comp = comparisons if comparisons is not None else pd.DataFrame(columns=["name", "a", "b"])
+    by_name = {r["name"]: r for r in comp.to_dict("records")}
+    att, mask = _attention(attention), _maskcount_part(maskcount)  # once, for the headlines and the sections
+    lines = ["# Mechanism probes: summary", "",
+             "Headline numbers of each probe (docs/protocol.md, \"Mechanism probes\", with the seed-002 mask-count "
+             "probe). Every number comes from the files named in its section.", "",
+             "## Headlines (one line per probe)", "", *headline_lines(by_name, att, lora, mask, paths), ""]
+    return "\n".join(lines + _reverse_section(comp, by_name, paths) + _attention_section(att, paths)
+                     + _lora_section(lora, paths) + _ablation_section(comp, arms, paths)
+                     + _maskcount_section(mask, paths))
