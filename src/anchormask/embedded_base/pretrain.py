@@ -249,15 +249,7 @@ def pretrain(train_lines: list[str], validation_lines: list[str], out_dir: str |
              state_dir: str | Path, settings: PretrainSettings) -> dict:
     """Tokenizer and model; resume from ``state_dir`` if it holds a checkpoint; write the base."""
     torch.manual_seed(settings.seed)
-    state_dir = Path(state_dir)
-    tokenizer_dir = state_dir / "tokenizer"
-    if (tokenizer_dir / "tokenizer.json").exists():
-        from transformers import BertTokenizerFast
-        tokenizer = BertTokenizerFast.from_pretrained(tokenizer_dir)
-    else:
-        tokenizer = train_tokenizer(train_lines, settings.vocab_size)
-        with io.atomic_dir(tokenizer_dir) as tmp:
-            tokenizer.save_pretrained(tmp)
+    tokenizer = _tokenizer(train_lines, Path(state_dir) / "tokenizer", settings)
     sequences = encode_sequences(train_lines, tokenizer, settings)
     held_out = encode_sequences(validation_lines, tokenizer, settings)[:settings.eval_sequences]
     n_tokens = sum(len(s) for s in sequences)
@@ -267,53 +259,9 @@ def pretrain(train_lines: list[str], validation_lines: list[str], out_dir: str |
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     gen = torch.Generator().manual_seed(settings.seed)
     checkpoint = Checkpoint(state_dir)
-    step, history = 0, []
-    state = checkpoint.load(settings)
-    if state:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        gen.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])  # dropout draws from the global generator
-        step, history = state["step"], state["history"]
-        log.info("resumed from %s at step %d", checkpoint.path, step)
-    special = torch.tensor(tokenizer.all_special_ids)
-    lengths = [len(s) for s in sequences]
+    step, history = _resume(checkpoint, settings, model, opt, gen)
     log.info("bf16 autocast: %s", settings.bf16 and bf16_supported())
-    progress = Progress("pretrain", settings.steps, log_every=settings.log_every, start_at=step)
-    recent: list[float] = []
-    tokens_seen = sum(h.get("tokens", 0) for h in history)
-    start = time.perf_counter()
-    model.train()
-    while step < settings.steps:
-        epoch, offset = _position(step, lengths, settings)
-        batches = length_batches(lengths, settings.tokens_per_batch, settings.seed + epoch)
-        for rows in batches[offset:]:
-            if step >= settings.steps:
-                break
-            ids, attention = pad_batch([sequences[i] for i in rows], tokenizer.pad_token_id)
-            for group in opt.param_groups:
-                group["lr"] = settings.lr * lr_factor(step, settings)
-            with _autocast(settings):
-                loss = diffusion_loss(model, ids, attention, tokenizer.mask_token_id, special, settings, gen)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            step += 1
-            tokens_seen += int(attention.sum())
-            recent = (recent + [loss.item()])[-200:]
-            progress.update(step, loss=f"{sum(recent) / len(recent):.3f}")
-            if step % settings.checkpoint_every == 0 or step == settings.steps:
-                quality = masked_accuracy(model, held_out, tokenizer, 0.15, settings.seed)
-                history.append({"step": step, "loss_mean_last_200": sum(recent) / len(recent),
-                                "validation_accuracy_15": quality["accuracy"],
-                                "validation_nll_15": quality["nll"],
-                                "tokens": tokens_seen - sum(h.get("tokens", 0) for h in history),
-                                "seconds": time.perf_counter() - start})
-                start = time.perf_counter()
-                log.info("step %d: validation accuracy %.3f, NLL %.3f at 15%% masking", step,
-                         quality["accuracy"], quality["nll"])
-                checkpoint.save(model, opt, step, gen, history, settings)
+    step = _train(model, opt, gen, tokenizer, sequences, held_out, settings, checkpoint, step, history)
     with io.atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -322,6 +270,89 @@ def pretrain(train_lines: list[str], validation_lines: list[str], out_dir: str |
             "parameters": sum(p.numel() for p in model.parameters()), "sequences": len(sequences),
             "sequence_tokens": n_tokens, "train_lines": len(train_lines),
             "bf16_autocast": settings.bf16 and bf16_supported(), "settings": dataclasses.asdict(settings)}
+
+
+def _tokenizer(train_lines: list[str], tokenizer_dir: Path, settings: PretrainSettings):
+    """The tokenizer a resumed run saved, else one trained now and saved for the runs that resume."""
+    if (tokenizer_dir / "tokenizer.json").exists():
+        from transformers import BertTokenizerFast
+        return BertTokenizerFast.from_pretrained(tokenizer_dir)
+    tokenizer = train_tokenizer(train_lines, settings.vocab_size)
+    with io.atomic_dir(tokenizer_dir) as tmp:
+        tokenizer.save_pretrained(tmp)
+    return tokenizer
+
+
+def _resume(checkpoint: Checkpoint, settings: PretrainSettings, model, opt,
+            gen: torch.Generator) -> tuple[int, list[dict]]:
+    """(step, history) of the checkpoint, its state loaded into model, optimizer and generators; (0, [])
+    without one."""
+    state = checkpoint.load(settings)
+    if not state:
+        return 0, []
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    gen.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])  # dropout draws from the global generator
+    log.info("resumed from %s at step %d", checkpoint.path, state["step"])
+    return state["step"], state["history"]
+
+
+def _optimizer_step(model, opt, ids: torch.Tensor, attention: torch.Tensor, special: torch.Tensor, lr: float,
+                    settings: PretrainSettings, gen: torch.Generator, mask_id: int) -> float:
+    """One update on one batch; its loss."""
+    for group in opt.param_groups:
+        group["lr"] = lr
+    with _autocast(settings):
+        loss = diffusion_loss(model, ids, attention, mask_id, special, settings, gen)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss.item()
+
+
+def _train(model, opt, gen: torch.Generator, tokenizer, sequences: list[list[int]], held_out: list[list[int]],
+           settings: PretrainSettings, checkpoint: Checkpoint, step: int, history: list[dict]) -> int:
+    """Train from ``step`` to ``settings.steps``: validate, extend ``history`` and save the state every
+    ``checkpoint_every`` steps and at the end; the last step."""
+    special = torch.tensor(tokenizer.all_special_ids)
+    lengths = [len(s) for s in sequences]
+    progress = Progress("pretrain", settings.steps, log_every=settings.log_every, start_at=step)
+    recent: list[float] = []
+    tokens_seen = sum(h.get("tokens", 0) for h in history)
+    start = time.perf_counter()
+    model.train()
+    while step < settings.steps:
+        epoch, offset = _position(step, lengths, settings)
+        for rows in length_batches(lengths, settings.tokens_per_batch, settings.seed + epoch)[offset:]:
+            if step >= settings.steps:
+                break
+            ids, attention = pad_batch([sequences[i] for i in rows], tokenizer.pad_token_id)
+            loss = _optimizer_step(model, opt, ids, attention, special, settings.lr * lr_factor(step, settings),
+                                   settings, gen, tokenizer.mask_token_id)
+            step += 1
+            tokens_seen += int(attention.sum())
+            recent = (recent + [loss])[-200:]
+            progress.update(step, loss=f"{sum(recent) / len(recent):.3f}")
+            if step % settings.checkpoint_every == 0 or step == settings.steps:
+                history.append(_validation(model, held_out, tokenizer, settings, step, recent,
+                                           tokens_seen - sum(h.get("tokens", 0) for h in history), start))
+                start = time.perf_counter()
+                checkpoint.save(model, opt, step, gen, history, settings)
+    return step
+
+
+def _validation(model, held_out: list[list[int]], tokenizer, settings: PretrainSettings, step: int,
+                recent: list[float], tokens: int, started: float) -> dict:
+    """The history entry of one checkpoint: recent loss, validation scores, tokens and time since ``started``
+    (the last checkpoint, its validation included)."""
+    quality = masked_accuracy(model, held_out, tokenizer, 0.15, settings.seed)
+    seconds = time.perf_counter() - started
+    log.info("step %d: validation accuracy %.3f, NLL %.3f at 15%% masking", step, quality["accuracy"], quality["nll"])
+    return {"step": step, "loss_mean_last_200": sum(recent) / len(recent),
+            "validation_accuracy_15": quality["accuracy"], "validation_nll_15": quality["nll"],
+            "tokens": tokens, "seconds": seconds}
 
 
 def _position(step: int, lengths: list[int], settings: PretrainSettings) -> tuple[int, int]:
