@@ -74,6 +74,14 @@ def report(scenario: str, jobs: list[Job], seconds: float) -> None:
     print(f"\n[audit] {scenario}: {len(jobs)} jobs {counts(jobs)} ({seconds:.1f} s)")
 
 
+def reported_dry_run(scenario: str, workdir: Path, *args: str) -> list[Job]:
+    """``dry_run``, its jobs and time reported under ``scenario``."""
+    start = time.monotonic()
+    jobs = dry_run(workdir, *args)
+    report(scenario, jobs, time.monotonic() - start)
+    return jobs
+
+
 def copy_study(study: Path, dest: Path) -> Path:
     """The finished study as a fresh working copy (copy2 keeps mtimes, so nothing looks newer)."""
     shutil.copytree(study, dest, symlinks=True)
@@ -205,18 +213,14 @@ def test_audit_check_reports_missing_and_altered_intermediates(tmp_path, capsys)
 @pytest.mark.slow
 def test_1_second_dry_run_has_nothing_to_do(tiny_study, tmp_path):
     repo = copy_study(tiny_study, tmp_path / "repo")
-    start = time.monotonic()
-    jobs = dry_run(repo)
-    report("1 second dry run", jobs, time.monotonic() - start)
+    jobs = reported_dry_run("1 second dry run", repo)
     assert jobs == []
 
 
 @pytest.mark.slow
 def test_2_generation_steps_reruns_generation_and_downstream_not_training(tiny_study, every_job, tmp_path):
     repo = copy_study(tiny_study, tmp_path / "repo")
-    start = time.monotonic()
-    jobs = dry_run(repo, overlay(tmp_path, "steps.yaml", GENERATION_STEPS))
-    report("2 generation.steps", jobs, time.monotonic() - start)
+    jobs = reported_dry_run("2 generation.steps", repo, overlay(tmp_path, "steps.yaml", GENERATION_STEPS))
     assert counts(jobs) == {rule: n for rule, n in every_job.items() if rule not in UPSTREAM_OF_GENERATION | {"all"}}
     for job in jobs:  # the sampler params changed, or an input did
         assert job.reason.startswith(("Params have changed", "Input files updated by another job")), job
@@ -243,9 +247,7 @@ def test_4_documentation_and_tests_rerun_nothing(tiny_study, tmp_path):
     repo = copy_study(tiny_study, tmp_path / "repo")
     for name in ("README.md", "tests/test_config.py"):
         (repo / name).write_text((repo / name).read_text() + "\n# edited\n")
-    start = time.monotonic()
-    jobs = dry_run(repo)
-    report("4 README + test edit", jobs, time.monotonic() - start)
+    jobs = reported_dry_run("4 README + test edit", repo)
     assert jobs == []
 
 
@@ -347,9 +349,7 @@ def test_7_a_module_edit_plans_exactly_the_rules_that_import_it_and_their_downst
         planned = set(every_job) - planned[1]
     source = repo / "src" / "anchormask" / module
     source.write_text(source.read_text() + "\n# edited\n")
-    start = time.monotonic()
-    jobs = dry_run(repo)
-    report(f"7 edit of {module}", jobs, time.monotonic() - start)
+    jobs = reported_dry_run(f"7 edit of {module}", repo)
     assert set(counts(jobs)) == planned
     assert {j.rule for j in jobs if "Params have changed" in j.reason} <= importing
     for job in jobs:  # a job planned for a reason of its own: an importing rule whose code param changed
