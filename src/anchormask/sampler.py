@@ -220,9 +220,17 @@ class Vocabulary:
 
 
 def vocabulary_width(backbone: Backbone) -> int:
-    """Rows of the model's vocabulary head: the logits' width (LLaDA's config calls it embedding_size)."""
-    model_config = backbone.model.config
-    return int(getattr(model_config, "embedding_size", None) or model_config.vocab_size)
+    """Rows of the model's vocabulary head: the logits' width. Read from the head itself, because the
+    config's names disagree: LLaDA's ``embedding_size`` is its padded vocabulary, ELECTRA's and ALBERT's
+    is the width of a token embedding."""
+    try:
+        head = backbone.model.get_output_embeddings()
+    except (AttributeError, NotImplementedError):
+        head = None
+    weight = getattr(head, "weight", None)
+    if weight is not None:
+        return int(weight.shape[0])
+    return int(backbone.model.config.vocab_size)
 
 
 def suppressed_token_ids(backbone: Backbone) -> list[int]:
