@@ -228,7 +228,8 @@ def test_end_token_rules_write_generate_py_s_tokens(loaded, family, chat, spec):
 
     backbone, runtime = loaded(family, chat=chat)
     settings = settings_of(spec)
-    assert sampler.end_token_id(backbone, "eos") == LLADA["eos"] and sampler.end_token_id(backbone, "eot") == LLADA["eot"]
+    ends = sampler.end_token_id(backbone, "eos"), sampler.end_token_id(backbone, "eot")
+    assert ends == (LLADA["eos"], LLADA["eot"])
     rules = {"eos": LLADA["eos"] if settings.logits_eos_inf else None,
              "unconfident": (LLADA["eos"], LLADA["eot"]) if settings.confidence_eos_eot_inf else ()}
     for res in assert_llada_s_tokens(backbone, runtime, settings, **rules):
@@ -324,7 +325,8 @@ def test_alg_temp_draws_positions_as_dream_s_multinomial():
 @pytest.mark.parametrize("family", ["bert", "llada", "dream"])
 @pytest.mark.parametrize("spec", [{"remasking": "entropy", "temperature": 0.7, "top_p": 0.9},
                                   {"remasking": "origin", "temperature": 0.7},
-                                  {"remasking": "topk_margin", "alg_temp": 0.5}, {"cfg_scale": 1.0, "temperature": 1.0}])
+                                  {"remasking": "topk_margin", "alg_temp": 0.5},
+                                  {"cfg_scale": 1.0, "temperature": 1.0}])
 def test_new_options_keep_the_anchor_locked_and_each_query_s_randomness_its_own(loaded, family, spec):
     backbone, runtime = loaded(family)
     settings = settings_of({"schedule": "dream", **spec})

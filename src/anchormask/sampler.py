@@ -26,6 +26,7 @@ options and the family whose own sampler each comes from):
   ``entropy`` the lowest entropy, ``random`` a random choice, ``origin`` (Dream) each masked
   position independently with probability 1 - s/t. ``alg_temp`` > 0 draws the committed
   positions from softmax(confidence / alg_temp) instead of taking the top ones.
+  ``confidence_eos_eot_inf`` (LLaDA) gives EOS and the end of turn confidence 0: committed last.
 
 ``block_len`` > 0 decodes the slot in LLaDA's semi-autoregressive blocks, left to right, each
 with an equal share of the steps; 0 is one block, the whole slot.
