@@ -30,7 +30,7 @@ ANCHORS = ["the river", "the deepest lake"]
 @pytest.fixture(scope="module")
 def loaded(request, tmp_path_factory):
     """(backbone, runtime) of a family's tiny checkpoint (and layout), built and loaded once per module."""
-    cache = {}
+    cache, paths = {}, {}
 
     def load(family, chat=False):
         if family in REMOTE and not remote_code_runs():
@@ -38,9 +38,10 @@ def loaded(request, tmp_path_factory):
         if family == "bert" and not chat:
             return request.getfixturevalue("tiny_backbone")
         if (family, chat) not in cache:
-            path = tmp_path_factory.mktemp("decoding") / family
+            if family not in paths:
+                paths[family] = BUILDERS[family](tmp_path_factory.mktemp("decoding") / family)
             runtime = bb.pick_runtime("cpu")
-            backbone = bb.load_backbone(BUILDERS[family](path), runtime=runtime, trust_remote_code=family in REMOTE,
+            backbone = bb.load_backbone(paths[family], runtime=runtime, trust_remote_code=family in REMOTE,
                                         layout="chat" if chat else None)
             backbone.model.eval()
             cache[family, chat] = backbone, runtime
