@@ -2,7 +2,9 @@
 
 Smaller than tests/configs/tiny.yaml (three arms, one held-out domain, two training jobs) so
 that six families stay within a few minutes; the DAG has every rule of the default target.
-LLaDA and Dream need transformers 4.x (CI runs them in .venv-remote).
+LLaDA and Dream need transformers 4.x (CI runs them in .venv-remote); each decodes as its own
+users decode it: Dream with its card's entropy algorithm, temperature 0.2 and top_p 0.95 on its
+time schedule, LLaDA-8B-Instruct's chat layout with classifier-free guidance (cfg_scale 1.0).
 """
 
 import json
@@ -18,6 +20,11 @@ from tiny_families import BUILDERS, FAMILIES, REMOTE, remote_code_runs
 pytestmark = pytest.mark.slow
 
 
+# Each remote family's own decoding (README "Using a real base"; config/bases/ has the full layers).
+DECODING = {"dream": {"remasking": "entropy", "temperature": 0.2, "top_p": 0.95, "schedule": "dream"},
+            "llada": {"cfg_scale": 1.0}}
+
+
 def family_config(repo, base, family):
     cfg = yaml.safe_load((repo / "config.yaml").read_text())
     cfg["base"] = {"path": str(base), "sha256": checksum.directory_sha256(base),
@@ -29,7 +36,7 @@ def family_config(repo, base, family):
     cfg["train"].update(batch_size=4, warmup_steps=1, log_every=5, default={"size": 8, "steps": 3})
     cfg["arms"] = {a: cfg["arms"][a] for a in ("base", "anchor", "random")}
     cfg["sweep"] = {"strategies": ["anchor", "random"], "sizes": [8], "steps": [3]}
-    cfg["generation"].update(answer_len=24, steps=3, batch_size=16)
+    cfg["generation"].update(answer_len=24, steps=3, batch_size=16, **DECODING.get(family, {}))
     cfg["statistics"].update(resamples=200, sweep_report={}, comparisons=[
         {"name": "heldout_anchor_vs_random", "a": "anchor", "b": "random", "split": "held_out"},
         {"name": "heldout_anchor_vs_base", "a": "anchor", "b": "base", "split": "held_out"}])
@@ -62,3 +69,7 @@ def test_reduced_study_runs_to_the_end(family, tmp_path_factory):
     if family == "llada":  # base.layout reached every training and generation job
         logs = [*(results / "logs" / "train").glob("*.log"), *(results / "logs" / "generate").glob("*.log")]
         assert len(logs) >= 5 and all(", chat layout," in log.read_text() for log in logs)
+    # every record says it was decoded with the family's own options
+    records = [json.loads(line) for line in (results / "generations" / "all.jsonl").read_text().splitlines()]
+    assert len(records) == len(rows)
+    assert all(r["sampler"] | DECODING.get(family, {}) == r["sampler"] for r in records)

@@ -26,6 +26,7 @@ options and the family whose own sampler each comes from):
   ``entropy`` the lowest entropy, ``random`` a random choice, ``origin`` (Dream) each masked
   position independently with probability 1 - s/t. ``alg_temp`` > 0 draws the committed
   positions from softmax(confidence / alg_temp) instead of taking the top ones.
+  ``confidence_eos_eot_inf`` (LLaDA) gives EOS and the end of turn confidence 0: committed last.
 
 ``block_len`` > 0 decodes the slot in LLaDA's semi-autoregressive blocks, left to right, each
 with an equal share of the steps; 0 is one block, the whole slot.
@@ -204,10 +205,10 @@ def check_positions(backbone: Backbone, requests: list[Request], settings: Sampl
 @dataclass(frozen=True)
 class Vocabulary:
     """What the sampler may propose: ``never`` is True for an id it never proposes ([V] on the device);
-    ``eot`` the end-of-turn id whose confidence ``confidence_eos_eot_inf`` zeroes (None when off)."""
+    ``unconfident`` the ids whose confidence ``confidence_eos_eot_inf`` zeroes (EOS and end of turn; none when off)."""
 
     never: torch.Tensor
-    eot: int | None
+    unconfident: tuple[int, ...]
 
     @classmethod
     def of(cls, backbone: Backbone, settings: SamplerSettings, device) -> "Vocabulary":
@@ -215,8 +216,11 @@ class Vocabulary:
         never[suppressed_token_ids(backbone)] = True
         if settings.logits_eos_inf:
             never[end_token_id(backbone, "eos")] = True
-        eot = end_token_id(backbone, "eot") if settings.confidence_eos_eot_inf else None
-        return cls(never.to(device), eot)
+        unconfident = ()
+        if settings.confidence_eos_eot_inf:
+            key = "confidence_eos_eot_inf"
+            unconfident = tuple(sorted({end_token_id(backbone, "eos", key), end_token_id(backbone, "eot")}))
+        return cls(never.to(device), unconfident)
 
 
 def vocabulary_width(backbone: Backbone) -> int:
@@ -246,8 +250,8 @@ def suppressed_token_ids(backbone: Backbone) -> list[int]:
     return (~decodable).nonzero().flatten().tolist()
 
 
-def end_token_id(backbone: Backbone, which: str) -> int:
-    """The checkpoint's EOS (``eos``) or end-of-turn (``eot``) id; an error names the option that needs it."""
+def end_token_id(backbone: Backbone, which: str, key: str = "logits_eos_inf") -> int:
+    """The checkpoint's EOS (``eos``) or end-of-turn (``eot``) id; an error names the option (``key``) that needs it."""
     tok = backbone.tokenizer
     if which == "eos":
         found = tok.eos_token_id if tok.eos_token_id is not None else getattr(backbone.model.config,
@@ -255,8 +259,8 @@ def end_token_id(backbone: Backbone, which: str) -> int:
         if isinstance(found, list):
             found = found[0] if found else None
         if found is None:
-            raise InputError(f"generation.logits_eos_inf: {backbone.path} defines no EOS token (tokenizer eos_token "
-                             "or config.json eos_token_id); set generation.logits_eos_inf: false")
+            raise InputError(f"generation.{key}: {backbone.path} defines no EOS token (tokenizer eos_token "
+                             f"or config.json eos_token_id); set generation.{key}: false")
         return int(found)
     if backbone.layout == "chat":
         return backbone.ids.end
@@ -460,9 +464,11 @@ def _confidence(logits: torch.Tensor, scaled: torch.Tensor, tokens: torch.Tensor
     if settings.remasking == "low_confidence":
         # LLaDA: the untempered probability of the token; at temperature 0 Dream's maskgit_plus.
         source = scaled if settings.temperature == 0 else _filtered(logits, settings)
-        if vocabulary.eot is not None:  # LLaDA's confidence_eos_eot_inf: end-of-turn scores 0
+        if vocabulary.unconfident:
+            # LLaDA's confidence_eos_eot_inf: EOS and end of turn score 0 (its generate.py, where at
+            # temperature 0 the noisy logits it writes EOS's -inf into are the logits themselves).
             source = source.clone()
-            source[:, vocabulary.eot] = float("-inf")
+            source[:, list(vocabulary.unconfident)] = float("-inf")
         return torch.softmax(source, -1).gather(1, tokens[:, None]).squeeze(1)
     probs = torch.softmax(scaled, -1)  # Dream scores with the draw's own (tempered, filtered) distribution
     if settings.remasking == "topk_margin":
