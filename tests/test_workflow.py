@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from helpers import REPO, copy_repo, dry_run_jobs, snakemake
+from helpers import REPO, TINY, copy_repo, dry_run_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -151,3 +151,12 @@ def test_editing_a_rules_code_param_by_hand_is_refused(tmp_path):
     proc = snakemake(broken, "-n", check=False)
     assert proc.returncode != 0
     assert "params.code of verify_base must be code_digest_of('verify_base.py')" in proc.stdout + proc.stderr
+
+
+def test_logging_cadence_is_not_part_of_an_adapters_identity(tmp_path):
+    """After one adapter is trained, a new train.log_every plans nothing; a new train.rank retrains it."""
+    copy = copy_repo(tmp_path)
+    adapter = "results/adapters/anchor_full_n8_s3_seed42"
+    snakemake(copy, "--cores", "1", "--configfile", TINY, "--", adapter)
+    assert dry_run_jobs(copy, "--configfile", TINY, "--config", "train={log_every: 1}", "--", adapter) == {}
+    assert dry_run_jobs(copy, "--configfile", TINY, "--config", "train={rank: 4}", "--", adapter)["train_adapter"] == 1

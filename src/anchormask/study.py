@@ -11,12 +11,14 @@ from typing import Any
 
 from anchormask import io
 
+# What an adapter is made from: the training rule's params, so changing one retrains. train.log_every
+# (how often the job's log reports progress) is not among them: the train script adds it (train_adapter.py).
 TRAIN_KEYS = ("seq_len", "rank", "alpha", "dropout", "lr", "weight_decay", "warmup_steps", "batch_size",
-              "subset", "mask_ratio", "loss", "tv_weight", "threads", "log_every", "gradient_checkpointing")
+              "subset", "mask_ratio", "loss", "tv_weight", "threads", "gradient_checkpointing")
 
 
 def train_settings(config: dict[str, Any], strategy: str) -> dict[str, Any]:
-    """The training settings of one strategy: the defaults with its overrides applied."""
+    """The settings that make one strategy's adapters: the defaults with its overrides applied."""
     settings = {k: copy.deepcopy(config["train"][k]) for k in TRAIN_KEYS if k in config["train"]}
     settings.update(copy.deepcopy(config["train"].get("overrides", {}).get(strategy, {})))
     return dict(sorted(settings.items()))

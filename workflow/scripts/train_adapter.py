@@ -1,11 +1,21 @@
+"""Snakemake script: the verified base + training pairs -> one LoRA adapter folder (anchormask.train)."""
+
 import json
 
 from anchormask import runlog, study, train
 
-runlog.log_to(snakemake.log[0])
-wc = snakemake.wildcards
-base = json.loads(snakemake.params.base)
-job = study.AdapterJob(wc.strategy, wc.targets, int(wc.size), int(wc.steps), int(wc.seed))
-train.train(base["path"], base["sha256"], snakemake.input.pairs, job, json.loads(snakemake.params.settings),
-            snakemake.output[0], trust_remote_code=base["trust_remote_code"], device=base["device"],
-            family=base.get("family"), projections=base.get("projections"), layout=base.get("layout"))
+
+def main(smk):
+    runlog.log_to(smk.log[0])
+    wc = smk.wildcards
+    base = json.loads(smk.params.base)
+    job = study.AdapterJob(wc.strategy, wc.targets, int(wc.size), int(wc.steps), int(wc.seed))
+    # The logging cadence is read from the config, not the params: the params are the adapter's identity,
+    # and how often the log reports progress must not retrain it (study.TRAIN_KEYS).
+    settings = json.loads(smk.params.settings) | {"log_every": smk.config["train"]["log_every"]}
+    train.train(base["path"], base["sha256"], smk.input.pairs, job, dict(sorted(settings.items())), smk.output[0],
+                trust_remote_code=base["trust_remote_code"], device=base["device"], family=base.get("family"),
+                projections=base.get("projections"), layout=base.get("layout"))
+
+
+main(snakemake)  # noqa: F821
