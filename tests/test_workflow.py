@@ -160,3 +160,17 @@ def test_logging_cadence_is_not_part_of_an_adapters_identity(tmp_path):
     snakemake(copy, "--cores", "1", "--configfile", TINY, "--", adapter)
     assert dry_run_jobs(copy, "--configfile", TINY, "--config", "train={log_every: 1}", "--", adapter) == {}
     assert dry_run_jobs(copy, "--configfile", TINY, "--config", "train={rank: 4}", "--", adapter)["train_adapter"] == 1
+
+
+def test_rule_inputs_name_other_rules_outputs_not_path_strings():
+    """A path the DAG needs comes from the rule that writes it (rules.X.output), never a second spelling."""
+    directive = re.compile(r"^    (\w+):")
+    written_again = []
+    for smk in [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]:
+        section = None
+        for number, line in enumerate(smk.read_text().splitlines(), 1):
+            match = directive.match(line)
+            section = match.group(1) if match else (None if line and not line[0].isspace() else section)
+            if section == "input" and '"results/' in line:
+                written_again.append(f"{smk.name}:{number}: {line.strip()}")
+    assert not written_again, written_again

@@ -14,7 +14,7 @@ import yaml
 
 from anchormask import io, schemas
 from anchormask.schemas import alternatives as _alternatives, child_schemas as _child_schemas, resolve as _resolve
-from anchormask.study import comparison_selection, train_settings
+from anchormask.study import STRATEGIES, comparison_selection, train_settings
 
 
 class ConfigError(io.InputError):
@@ -227,7 +227,7 @@ def _position_problems(config: dict[str, Any], limit, base: Path) -> list[tuple[
                          f"masks (generation.extra_masks, probes.maskcount_k) + a prompt of at least "
                          f"{MIN_PROMPT_TOKENS} tokens = {need} positions, but {stated}; lower it to at most "
                          f"{allowed - need + generation['answer_len']}"))
-    for strategy in ("anchor", "random", "reverse"):
+    for strategy in STRATEGIES:
         seq_len = train_settings(config, strategy)["seq_len"]
         if seq_len > allowed:
             override = ("train", "overrides", strategy, "seq_len")

@@ -6,10 +6,18 @@ the domains and query sets, and what a comparison selects.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from anchormask import io
+from anchormask import io, schemas
+
+# The masking strategies and LoRA target sets: the config schema's enums, read once (the Snakefile's
+# wildcard constraints and the position check use these).
+STRATEGIES = tuple(schemas.document("config")["$defs"]["strategy"]["enum"])
+TARGETS = tuple(schemas.document("config")["$defs"]["targets"]["enum"])
+# An adapter's id and folder: train.smk writes ADAPTER_DIR, AdapterJob.path names one of its outputs.
+ADAPTER_ID = "{strategy}_{targets}_n{size}_s{steps}_seed{seed}"
+ADAPTER_DIR = "results/adapters/" + ADAPTER_ID
 
 # What an adapter is made from: the training rule's params, so changing one retrains. train.log_every
 # (how often the job's log reports progress) is not among them: the train script adds it (train_adapter.py).
@@ -34,11 +42,11 @@ class AdapterJob:
 
     @property
     def id(self) -> str:
-        return f"{self.strategy}_{self.targets}_n{self.size}_s{self.steps}_seed{self.seed}"
+        return ADAPTER_ID.format(**asdict(self))
 
     @property
     def path(self) -> str:
-        return f"results/adapters/{self.id}"
+        return ADAPTER_DIR.format(**asdict(self))
 
 
 def arm_adapters(config: dict[str, Any], arm: str) -> list[AdapterJob]:

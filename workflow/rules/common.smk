@@ -51,6 +51,7 @@ DOMAINS = study.domains(config)
 ARMS = list(config["arms"])
 SWEEP = study.sweep_points(config)
 QUERY_SETS = study.query_sets(config)
+FIGURES = ["main", "sweep", "ablation"]  # the {figure} wildcard's values; the default target and the report have each
 
 
 def code_digest_of(script):
@@ -126,22 +127,24 @@ def query_file(wildcards):
     return str(study_data.queries_path(config, wildcards.domain, wildcards.query_set))
 
 
+# The helpers below name other rules' outputs (rules.X.output): call them only after those rules are defined.
 def retrieval_files(query_sets=tuple(QUERY_SETS)):
     """Retrieved queries of the named query sets (the arms' generations cover every set; the sweep
     and the probes only the main one)."""
-    return [f"results/retrieval/{qs}/{d}.jsonl" for qs in query_sets for d in QUERY_SETS[qs]]
+    pairs = [(qs, d) for qs in query_sets for d in QUERY_SETS[qs]]
+    return [rules.retrieve.output[0].format(query_set=qs, domain=d) for qs, d in pairs]
 
 
 def sweep_generation_files():
-    return [f"results/generations/sweep/{s}_n{n}_s{k}.jsonl" for s, n, k in SWEEP]
+    return [rules.generate_sweep.output[0].format(strategy=s, size=n, steps=k) for s, n, k in SWEEP]
 
 
 def default_targets():
     return [
-        "results/tables/headline.md",
-        "results/tables/samples.md",
-        "results/report/paper.html",
-        expand("results/figures/{figure}.{ext}", figure=["main", "sweep", "ablation"], ext=["pdf", "png"]),
+        rules.headline.output[0],
+        rules.samples.output[0],
+        rules.paper.output[0],
+        expand([rules.figure.output.pdf, rules.figure.output.png], figure=FIGURES),
         probe_targets(),
     ]
 
