@@ -174,3 +174,16 @@ def test_rule_inputs_name_other_rules_outputs_not_path_strings():
             if section == "input" and '"results/' in line:
                 written_again.append(f"{smk.name}:{number}: {line.strip()}")
     assert not written_again, written_again
+
+
+def test_the_report_includes_the_base_evaluation_by_setting_not_by_a_files_existence(repo, default_dag):
+    summary = repo / "results" / "base_eval" / "summary.md"
+    summary.parent.mkdir(parents=True)
+    summary.write_text("an evaluation left over from another base\n")
+    try:
+        assert "evaluate_base" not in default_dag and dry_run_jobs(repo) == default_dag
+        wanted = dry_run_jobs(repo, "--forcerun", "evaluate_base", "--config", "base_eval={in_report: true}")
+        assert wanted["evaluate_base"] == 1 and wanted["paper"] == 1
+    finally:
+        summary.unlink()
+        summary.parent.rmdir()

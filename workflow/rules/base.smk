@@ -90,7 +90,7 @@ rule evaluate_base:
         markdown="results/base_eval/summary.md",
     params:
         base=as_json(base_record()),
-        settings=as_json({k: config[k] for k in ("data", "retrieval", "generation", "base_eval")}),
+        settings=as_json(base_eval_settings()),
         code=code_digest_of("evaluate_base.py"),
     log:
         "results/logs/evaluate_base.log",

@@ -183,9 +183,15 @@ def statistics_settings(kind):
     return as_json(settings)
 
 
-# The base evaluation (evaluate_base in base.smk, outside the default target: on the embedded base its
-# validation text needs Debian packages, and on a real base it is a GPU job of its own). Once it has
-# run, the report's page includes it; until then its section says "not available".
+def base_eval_settings():
+    """What the base evaluation reads; base_eval.in_report is where its result goes, not how it is made."""
+    settings = {k: config[k] for k in ("data", "retrieval", "generation")}
+    return settings | {"base_eval": {k: v for k, v in config["base_eval"].items() if k != "in_report"}}
+
+
+# The base evaluation (evaluate_base in base.smk) is outside the default target: on the embedded base its
+# validation text needs Debian packages, and on a real base it is a GPU job of its own. With
+# base_eval.in_report the report's page depends on it (so the DAG runs it); otherwise its section says
+# "not available". A setting, not whether the file happens to exist when the DAG is built.
 def base_eval_input():
-    summary = rules.evaluate_base.output.markdown
-    return [summary] if os.path.exists(summary) else []
+    return [rules.evaluate_base.output.markdown] if config["base_eval"]["in_report"] else []
