@@ -186,3 +186,29 @@ def test_sequences_longer_than_the_base_allows_are_named_at_dag_build(default, t
     cfg["probes"] = {"maskcount_k": []}
     cfg["train"]["overrides"] = {}
     config.check_base(cfg)  # without the probe's extra masks, 70 + 3 fits
+
+
+def test_pretraining_settings_are_checked_naming_the_file_and_key(tmp_path):
+    spec = config.load_pretrain(REPO / "workflow" / "pretrain.yaml")
+    assert spec["settings"]["steps"] > 0
+    spec["settings"]["weighting"] = "elbo"
+    del spec["settings"]["lr"]
+    bad = tmp_path / "pretrain.yaml"
+    bad.write_text(yaml.safe_dump(spec))
+    with pytest.raises(config.ConfigError) as err:
+        config.load_pretrain(bad)
+    message = str(err.value)
+    assert f"{bad}: settings: 'lr' is a required property" in message
+    assert f"{bad}: settings.weighting: 'elbo' is not allowed; allowed values: 'none', 'inverse_t'" in message
+
+
+def test_the_pretraining_schema_names_every_setting_the_recipe_takes():
+    import dataclasses
+
+    from anchormask import schemas
+    from anchormask.embedded_base import pretrain
+
+    settings = schemas.document("pretrain")["properties"]["settings"]
+    fields = {f.name for f in dataclasses.fields(pretrain.PretrainSettings)}
+    assert set(settings["properties"]) == set(settings["required"]) == fields
+    assert all(node.get("description") for node in settings["properties"].values())

@@ -182,7 +182,7 @@ def test_the_report_includes_the_base_evaluation_by_setting_not_by_a_files_exist
     summary.write_text("an evaluation left over from another base\n")
     try:
         assert "evaluate_base" not in default_dag and dry_run_jobs(repo) == default_dag
-        wanted = dry_run_jobs(repo, "--forcerun", "evaluate_base", "--config", "base_eval={in_report: true}")
+        wanted = dry_run_jobs(repo, "--forcerun", "evaluate_base", "--config", "report={base_evaluation: true}")
         assert wanted["evaluate_base"] == 1 and wanted["paper"] == 1
     finally:
         summary.unlink()

@@ -80,17 +80,22 @@ def validate(config: dict[str, Any], source="config.yaml") -> None:
     ``source`` is the name of the config's origin, or a function from a key path to the name of
     the file (or --config) that set it (ConfigLayers.source_of).
     """
-    import jsonschema
-
     source_of = _source_function(source)
-    schema = schema_document()
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-    found = [(tuple(e.absolute_path), _describe(e, schema)) for e in errors]
+    found = schema_problems(config, "config")
     found += _cross_checks(config) if not found else []
     if found:
         problems = [f"{source_of(path)}: {dotted(path)}: {text}" for path, text in found]
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def schema_problems(document: Any, name: str) -> list[tuple[KeyPath, str]]:
+    """(key path, what is wrong and what is allowed) for each place ``document`` breaks schema ``name``."""
+    import jsonschema
+
+    schema = schemas.document(name)
+    errors = jsonschema.Draft202012Validator(schema).iter_errors(document)
+    return [(tuple(e.absolute_path), _describe(e, schema))
+            for e in sorted(errors, key=lambda e: list(map(str, e.absolute_path)))]
 
 
 def schema_document() -> dict[str, Any]:
@@ -178,6 +183,17 @@ def load(path: str | Path) -> dict[str, Any]:
     config = yaml_file(path)
     validate(config, str(path))
     return config
+
+
+def load_pretrain(path: str | Path) -> dict[str, Any]:
+    """workflow/pretrain.yaml, checked against src/anchormask/schemas/pretrain.schema.yaml; errors name the
+    file and the key."""
+    spec = yaml_file(path)
+    found = schema_problems(spec, "pretrain")
+    if found:
+        raise ConfigError(f"{path}: invalid pretraining settings:\n  "
+                          + "\n  ".join(f"{path}: {dotted(key)}: {text}" for key, text in found))
+    return spec
 
 
 MIN_PROMPT_TOKENS = 3  # the shortest prompt: its opening and closing special tokens around one word

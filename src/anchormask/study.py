@@ -18,6 +18,8 @@ TARGETS = tuple(schemas.document("config")["$defs"]["targets"]["enum"])
 # An adapter's id and folder: train.smk writes ADAPTER_DIR, AdapterJob.path names one of its outputs.
 ADAPTER_ID = "{strategy}_{targets}_n{size}_s{steps}_seed{seed}"
 ADAPTER_DIR = "results/adapters/" + ADAPTER_ID
+# Where the base evaluation writes (rule evaluate_base, and `anchormask evaluate-base` by default).
+BASE_EVAL_DIR = "results/base_eval"
 
 # What an adapter is made from: the training rule's params, so changing one retrains. train.log_every
 # (how often the job's log reports progress) is not among them: the train script adds it (train_adapter.py).

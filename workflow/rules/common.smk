@@ -46,6 +46,7 @@ if workflow.is_main_process:
 PACKAGE = Path(workflow.basedir) / "src" / "anchormask"
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
 ENV = "../../envs/anchormask.yaml"
+PRETRAIN_SPEC = os.path.relpath(Path(workflow.basedir) / "workflow" / "pretrain.yaml")  # the embedded base's recipe
 BASE = config["base"]
 DOMAINS = study.domains(config)
 ARMS = list(config["arms"])
@@ -156,10 +157,8 @@ def study_text_files():
 
 
 def pretrain_text_settings():
-    """The keys of workflow/pretrain.yaml that the pretraining text depends on."""
-    import yaml
-
-    spec = yaml.safe_load(open("workflow/pretrain.yaml"))
+    """The keys of workflow/pretrain.yaml that the pretraining text depends on (the file checked first)."""
+    spec = study_config.load_pretrain(PRETRAIN_SPEC)
     return {"sources": spec["sources"], "validation_per_mille": spec["validation_per_mille"],
             "seed": spec["settings"]["seed"]}
 
@@ -183,15 +182,9 @@ def statistics_settings(kind):
     return as_json(settings)
 
 
-def base_eval_settings():
-    """What the base evaluation reads; base_eval.in_report is where its result goes, not how it is made."""
-    settings = {k: config[k] for k in ("data", "retrieval", "generation")}
-    return settings | {"base_eval": {k: v for k, v in config["base_eval"].items() if k != "in_report"}}
-
-
 # The base evaluation (evaluate_base in base.smk) is outside the default target: on the embedded base its
 # validation text needs Debian packages, and on a real base it is a GPU job of its own. With
-# base_eval.in_report the report's page depends on it (so the DAG runs it); otherwise its section says
+# report.base_evaluation the report's page depends on it (so the DAG runs it); otherwise its section says
 # "not available". A setting, not whether the file happens to exist when the DAG is built.
 def base_eval_input():
-    return [rules.evaluate_base.output.markdown] if config["base_eval"]["in_report"] else []
+    return [rules.evaluate_base.output.markdown] if config["report"]["base_evaluation"] else []
