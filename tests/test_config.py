@@ -212,3 +212,13 @@ def test_the_pretraining_schema_names_every_setting_the_recipe_takes():
     fields = {f.name for f in dataclasses.fields(pretrain.PretrainSettings)}
     assert set(settings["properties"]) == set(settings["required"]) == fields
     assert all(node.get("description") for node in settings["properties"].values())
+
+
+def test_a_models_position_limit_reads_the_same_from_its_config_file_and_its_config_object(tmp_path):
+    from transformers import AutoConfig
+
+    model = build_tiny_model(tmp_path / "m")
+    from_file = config.max_positions(io.read_json(model / "config.json"))
+    assert from_file == config.max_positions(AutoConfig.from_pretrained(model)) == ("max_position_embeddings", 96)
+    assert config.max_positions({"n_positions": 64, "max_position_embeddings": 0}) == ("n_positions", 64)
+    assert config.max_positions(None) is None

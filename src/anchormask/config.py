@@ -215,17 +215,19 @@ def check_base(config: dict[str, Any], source="config.yaml") -> None:
                           "(config.json, weights, tokenizer files)")
     if not (base / "config.json").is_file():
         raise ConfigError(f"{where}: {base} has no config.json; point it at a complete checkpoint folder")
-    problems = _position_problems(config, _max_positions(base), base)
+    problems = _position_problems(config, max_positions(io.read_json(base / "config.json")), base)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(
             f"{source_of(path)}: {dotted(path)}: {text}" for path, text in problems))
 
 
-def _max_positions(base: Path) -> tuple[str, int] | None:
-    model_config = io.read_json(base / "config.json")
+def max_positions(model_config: Any) -> tuple[str, int] | None:
+    """(key, value) of the longest sequence a model's config allows, if it states one: a config.json's
+    content or a transformers config object (sampler.check_positions asks with the loaded model's)."""
     for key in POSITION_KEYS:
-        if isinstance(model_config.get(key), int) and model_config[key] > 0:
-            return key, model_config[key]
+        value = model_config.get(key) if isinstance(model_config, dict) else getattr(model_config, key, None)
+        if isinstance(value, int) and value > 0:
+            return key, value
     return None
 
 
