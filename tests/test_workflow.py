@@ -187,3 +187,17 @@ def test_the_report_includes_the_base_evaluation_by_setting_not_by_a_files_exist
     finally:
         summary.unlink()
         summary.parent.rmdir()
+
+
+def test_every_script_has_one_shape():
+    """A one-line docstring, the work in main(smk), called once with Snakemake's object at the end."""
+    import ast
+
+    for script in sorted((REPO / "workflow" / "scripts").glob("*.py")):
+        tree = ast.parse(script.read_text())
+        doc = ast.get_docstring(tree)
+        mains = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
+        assert doc and "\n" not in doc and doc.startswith("Snakemake script: "), script.name
+        assert len(mains) == 1 and [a.arg for a in mains[0].args.args] == ["smk"], script.name
+        assert ast.unparse(tree.body[-1]) == "main(snakemake)", script.name
+        assert "snakemake." not in script.read_text(), f"{script.name} reads `snakemake` outside main"
