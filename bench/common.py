@@ -255,7 +255,7 @@ def default_adapter(cfg: dict[str, Any], threads: int) -> tuple[Path, str]:
 
     work = Path(tempfile.mkdtemp(prefix="anchormask-bench-adapter-"))
     register_cleanup(work)
-    settings = study.train_settings(cfg, "anchor") | {"threads": threads}
+    settings = study.run_settings(cfg, "anchor") | {"threads": threads}
     train.train(str(base_dir(cfg)), base_sha, str(repo_path(cfg["data"]["pairs"])), job, settings, str(work / job.id),
                 device="cpu")
     torch.set_num_threads(threads)

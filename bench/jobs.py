@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
             steps = int(argv[2])
         job = study.AdapterJob("anchor", "full", size, steps, cfg["train"]["seeds"][0])
         train.train(base["path"], base["sha256"], str(common.repo_path(cfg["data"]["pairs"])), job,
-                    study.train_settings(cfg, "anchor"), argv[1], trust_remote_code=base["trust_remote_code"],
+                    study.run_settings(cfg, "anchor"), argv[1], trust_remote_code=base["trust_remote_code"],
                     device=base["device"])
         return 0
     if argv[0] == "generate":

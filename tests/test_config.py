@@ -222,3 +222,11 @@ def test_a_models_position_limit_reads_the_same_from_its_config_file_and_its_con
     assert from_file == config.max_positions(AutoConfig.from_pretrained(model)) == ("max_position_embeddings", 96)
     assert config.max_positions({"n_positions": 64, "max_position_embeddings": 0}) == ("n_positions", 64)
     assert config.max_positions(None) is None
+
+
+def test_an_adapters_settings_leave_out_the_logging_cadence_that_its_run_is_given(default):
+    cfg = copy.deepcopy(default)
+    identity = study.train_settings(cfg, "anchor")
+    cfg["train"]["log_every"] = 7
+    assert "log_every" not in identity and study.train_settings(cfg, "anchor") == identity
+    assert study.run_settings(cfg, "anchor") == dict(sorted({**identity, "log_every": 7}.items()))

@@ -34,6 +34,16 @@ def train_settings(config: dict[str, Any], strategy: str) -> dict[str, Any]:
     return dict(sorted(settings.items()))
 
 
+def with_log_cadence(settings: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """What a training run is given: its adapter's settings and how often its log reports (train.log_every)."""
+    return dict(sorted((settings | {"log_every": config["train"]["log_every"]}).items()))
+
+
+def run_settings(config: dict[str, Any], strategy: str) -> dict[str, Any]:
+    """train.train's settings for one strategy's adapters, outside the workflow (the benchmarks)."""
+    return with_log_cadence(train_settings(config, strategy), config)
+
+
 @dataclass(frozen=True, order=True)
 class AdapterJob:
     strategy: str

@@ -12,8 +12,8 @@ def main(smk):
     job = study.AdapterJob(wc.strategy, wc.targets, int(wc.size), int(wc.steps), int(wc.seed))
     # The logging cadence is read from the config, not the params: the params are the adapter's identity,
     # and how often the log reports progress must not retrain it (study.TRAIN_KEYS).
-    settings = json.loads(smk.params.settings) | {"log_every": smk.config["train"]["log_every"]}
-    train.train(base["path"], base["sha256"], smk.input.pairs, job, dict(sorted(settings.items())), smk.output[0],
+    settings = study.with_log_cadence(json.loads(smk.params.settings), smk.config)
+    train.train(base["path"], base["sha256"], smk.input.pairs, job, settings, smk.output[0],
                 trust_remote_code=base["trust_remote_code"], device=base["device"], family=base.get("family"),
                 projections=base.get("projections"), layout=base.get("layout"))
 
