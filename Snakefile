@@ -25,15 +25,15 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 wildcard_constraints:
-    strategy="anchor|random|reverse",
-    targets="full|vo|qk",
+    strategy="|".join(study.STRATEGIES),
+    targets="|".join(study.TARGETS),
     size=r"[0-9]+",
     steps=r"[0-9]+",
     seed=r"[0-9]+",
     domain="|".join(DOMAINS),
     query_set="|".join(QUERY_SETS),
     arm="|".join(ARMS),
-    figure="main|sweep|ablation",
+    figure="|".join(FIGURES),
 
 
 include: "workflow/rules/base.smk"

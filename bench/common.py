@@ -262,7 +262,7 @@ def default_adapter(cfg: dict[str, Any], threads: int) -> tuple[Path, str]:
 
     work = Path(tempfile.mkdtemp(prefix="anchormask-bench-adapter-"))
     register_cleanup(work)
-    settings = study.train_settings(cfg, "anchor") | {"threads": threads}
+    settings = study.run_settings(cfg, "anchor") | {"threads": threads}
     measured = replace(base(cfg, "cpu"), sha256=base_sha)  # the checkpoint as it is now
     train.train(measured, str(repo_path(cfg["data"]["pairs"])), job, settings, str(work / job.id))
     torch.set_num_threads(threads)

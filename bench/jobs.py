@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
         if len(argv) > 2:
             steps = int(argv[2])
         job = study.AdapterJob("anchor", "full", size, steps, cfg["train"]["seeds"][0])
-        train.train(base, str(common.repo_path(cfg["data"]["pairs"])), job, study.train_settings(cfg, "anchor"),
+        train.train(base, str(common.repo_path(cfg["data"]["pairs"])), job, study.run_settings(cfg, "anchor"),
                     argv[1])
         return 0
     if argv[0] == "generate":

@@ -186,3 +186,47 @@ def test_sequences_longer_than_the_base_allows_are_named_at_dag_build(default, t
     cfg["probes"] = {"maskcount_k": []}
     cfg["train"]["overrides"] = {}
     config.check_base(cfg)  # without the probe's extra masks, 70 + 3 fits
+
+
+def test_pretraining_settings_are_checked_naming_the_file_and_key(tmp_path):
+    spec = config.load_pretrain(REPO / "workflow" / "pretrain.yaml")
+    assert spec["settings"]["steps"] > 0
+    spec["settings"]["weighting"] = "elbo"
+    del spec["settings"]["lr"]
+    bad = tmp_path / "pretrain.yaml"
+    bad.write_text(yaml.safe_dump(spec))
+    with pytest.raises(config.ConfigError) as err:
+        config.load_pretrain(bad)
+    message = str(err.value)
+    assert f"{bad}: settings: 'lr' is a required property" in message
+    assert f"{bad}: settings.weighting: 'elbo' is not allowed; allowed values: 'none', 'inverse_t'" in message
+
+
+def test_the_pretraining_schema_names_every_setting_the_recipe_takes():
+    import dataclasses
+
+    from anchormask import schemas
+    from anchormask.embedded_base import pretrain
+
+    settings = schemas.document("pretrain")["properties"]["settings"]
+    fields = {f.name for f in dataclasses.fields(pretrain.PretrainSettings)}
+    assert set(settings["properties"]) == set(settings["required"]) == fields
+    assert all(node.get("description") for node in settings["properties"].values())
+
+
+def test_a_models_position_limit_reads_the_same_from_its_config_file_and_its_config_object(tmp_path):
+    from transformers import AutoConfig
+
+    model = build_tiny_model(tmp_path / "m")
+    from_file = config.max_positions(io.read_json(model / "config.json"))
+    assert from_file == config.max_positions(AutoConfig.from_pretrained(model)) == ("max_position_embeddings", 96)
+    assert config.max_positions({"n_positions": 64, "max_position_embeddings": 0}) == ("n_positions", 64)
+    assert config.max_positions(None) is None
+
+
+def test_an_adapters_settings_leave_out_the_logging_cadence_that_its_run_is_given(default):
+    cfg = copy.deepcopy(default)
+    identity = study.train_settings(cfg, "anchor")
+    cfg["train"]["log_every"] = 7
+    assert "log_every" not in identity and study.train_settings(cfg, "anchor") == identity
+    assert study.run_settings(cfg, "anchor") == dict(sorted({**identity, "log_every": 7}.items()))

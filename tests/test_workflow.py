@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from helpers import REPO, copy_repo, dry_run_jobs, snakemake
+from helpers import REPO, TINY, copy_repo, dry_run_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -151,3 +151,53 @@ def test_editing_a_rules_code_param_by_hand_is_refused(tmp_path):
     proc = snakemake(broken, "-n", check=False)
     assert proc.returncode != 0
     assert "params.code of verify_base must be code_digest_of('verify_base.py')" in proc.stdout + proc.stderr
+
+
+def test_logging_cadence_is_not_part_of_an_adapters_identity(tmp_path):
+    """After one adapter is trained, a new train.log_every plans nothing; a new train.rank retrains it."""
+    copy = copy_repo(tmp_path)
+    adapter = "results/adapters/anchor_full_n8_s3_seed42"
+    snakemake(copy, "--cores", "1", "--configfile", TINY, "--", adapter)
+    assert dry_run_jobs(copy, "--configfile", TINY, "--config", "train={log_every: 1}", "--", adapter) == {}
+    assert dry_run_jobs(copy, "--configfile", TINY, "--config", "train={rank: 4}", "--", adapter)["train_adapter"] == 1
+
+
+def test_rule_inputs_name_other_rules_outputs_not_path_strings():
+    """A path the DAG needs comes from the rule that writes it (rules.X.output), never a second spelling."""
+    directive = re.compile(r"^    (\w+):")
+    written_again = []
+    for smk in [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]:
+        section = None
+        for number, line in enumerate(smk.read_text().splitlines(), 1):
+            match = directive.match(line)
+            section = match.group(1) if match else (None if line and not line[0].isspace() else section)
+            if section == "input" and '"results/' in line:
+                written_again.append(f"{smk.name}:{number}: {line.strip()}")
+    assert not written_again, written_again
+
+
+def test_the_report_includes_the_base_evaluation_by_setting_not_by_a_files_existence(repo, default_dag):
+    summary = repo / "results" / "base_eval" / "summary.md"
+    summary.parent.mkdir(parents=True)
+    summary.write_text("an evaluation left over from another base\n")
+    try:
+        assert "evaluate_base" not in default_dag and dry_run_jobs(repo) == default_dag
+        wanted = dry_run_jobs(repo, "--forcerun", "evaluate_base", "--config", "report={base_evaluation: true}")
+        assert wanted["evaluate_base"] == 1 and wanted["paper"] == 1
+    finally:
+        summary.unlink()
+        summary.parent.rmdir()
+
+
+def test_every_script_has_one_shape():
+    """A one-line docstring, the work in main(smk), called once with Snakemake's object at the end."""
+    import ast
+
+    for script in sorted((REPO / "workflow" / "scripts").glob("*.py")):
+        tree = ast.parse(script.read_text())
+        doc = ast.get_docstring(tree)
+        mains = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
+        assert doc and "\n" not in doc and doc.startswith("Snakemake script: "), script.name
+        assert len(mains) == 1 and [a.arg for a in mains[0].args.args] == ["smk"], script.name
+        assert ast.unparse(tree.body[-1]) == "main(snakemake)", script.name
+        assert "snakemake." not in script.read_text(), f"{script.name} reads `snakemake` outside main"

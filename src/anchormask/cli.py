@@ -17,7 +17,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from anchormask import audit
+from anchormask import audit, study
 from anchormask.checksum import directory_sha256
 
 
@@ -56,7 +56,8 @@ def _evaluate_base(args: argparse.Namespace) -> int:
                                                          if args.base else {})})
     validation = args.validation if args.validation is not None else config.setting(cfg, ("base_eval", "validation"))
     lines = pretrain_text.read_lines(validation) if validation else None
-    result = base_eval.evaluate(cfg, base=base, validation_lines=lines, seed=args.seed, threads=args.threads)
+    seed = args.seed if args.seed is not None else config.setting(cfg, ("base_eval", "seed"))
+    result = base_eval.evaluate(cfg, base=base, validation_lines=lines, seed=seed, threads=args.threads)
     io.write_json(f"{args.output}/evaluation.json", result)
     text = base_evaluation_markdown(result)
     io.write_text(f"{args.output}/summary.md", text)
@@ -120,9 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--base", default=None, help="checkpoint directory (default: the config's base.path)")
     e.add_argument("--validation", default=None,
                    help="gzip text of held-out lines (default: the config's base_eval.validation; '' for none)")
-    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--seed", type=int, default=None, help="mask seed (default: the config's base_eval.seed)")
     e.add_argument("--threads", type=int, default=1)
-    e.add_argument("-o", "--output", default="results/base_eval", help="folder for evaluation.json and summary.md")
+    e.add_argument("-o", "--output", default=study.BASE_EVAL_DIR, help="folder for evaluation.json and summary.md "
+                   f"(default: {study.BASE_EVAL_DIR}, where rule evaluate_base writes)")
     e.set_defaults(func=_evaluate_base)
     # Handled in main before parsing: every argument after `run` is Snakemake's.
     sub.add_parser("run", help="check the --config / --configfile options of a snakemake command line (a dotted "

@@ -14,7 +14,7 @@ import yaml
 
 from anchormask import io, schemas
 from anchormask.schemas import alternatives as _alternatives, child_schemas as _child_schemas, resolve as _resolve
-from anchormask.study import comparison_selection, train_settings
+from anchormask.study import STRATEGIES, comparison_selection, train_settings
 
 
 class ConfigError(io.InputError):
@@ -80,17 +80,22 @@ def validate(config: dict[str, Any], source="config.yaml") -> None:
     ``source`` is the name of the config's origin, or a function from a key path to the name of
     the file (or --config) that set it (ConfigLayers.source_of).
     """
-    import jsonschema
-
     source_of = _source_function(source)
-    schema = schema_document()
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-    found = [(tuple(e.absolute_path), _describe(e, schema)) for e in errors]
+    found = schema_problems(config, "config")
     found += _cross_checks(config) if not found else []
     if found:
         problems = [f"{source_of(path)}: {dotted(path)}: {text}" for path, text in found]
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def schema_problems(document: Any, name: str) -> list[tuple[KeyPath, str]]:
+    """(key path, what is wrong and what is allowed) for each place ``document`` breaks schema ``name``."""
+    import jsonschema
+
+    schema = schemas.document(name)
+    errors = jsonschema.Draft202012Validator(schema).iter_errors(document)
+    return [(tuple(e.absolute_path), _describe(e, schema))
+            for e in sorted(errors, key=lambda e: list(map(str, e.absolute_path)))]
 
 
 def schema_document() -> dict[str, Any]:
@@ -180,6 +185,17 @@ def load(path: str | Path) -> dict[str, Any]:
     return config
 
 
+def load_pretrain(path: str | Path) -> dict[str, Any]:
+    """workflow/pretrain.yaml, checked against src/anchormask/schemas/pretrain.schema.yaml; errors name the
+    file and the key."""
+    spec = yaml_file(path)
+    found = schema_problems(spec, "pretrain")
+    if found:
+        raise ConfigError(f"{path}: invalid pretraining settings:\n  "
+                          + "\n  ".join(f"{path}: {dotted(key)}: {text}" for key, text in found))
+    return spec
+
+
 MIN_PROMPT_TOKENS = 3  # the shortest prompt: its opening and closing special tokens around one word
 POSITION_KEYS = ("max_position_embeddings", "max_sequence_length", "n_positions")
 
@@ -199,17 +215,19 @@ def check_base(config: dict[str, Any], source="config.yaml") -> None:
                           "(config.json, weights, tokenizer files)")
     if not (base / "config.json").is_file():
         raise ConfigError(f"{where}: {base} has no config.json; point it at a complete checkpoint folder")
-    problems = _position_problems(config, _max_positions(base), base)
+    problems = _position_problems(config, max_positions(io.read_json(base / "config.json")), base)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(
             f"{source_of(path)}: {dotted(path)}: {text}" for path, text in problems))
 
 
-def _max_positions(base: Path) -> tuple[str, int] | None:
-    model_config = io.read_json(base / "config.json")
+def max_positions(model_config: Any) -> tuple[str, int] | None:
+    """(key, value) of the longest sequence a model's config allows, if it states one: a config.json's
+    content or a transformers config object (sampler.check_positions asks with the loaded model's)."""
     for key in POSITION_KEYS:
-        if isinstance(model_config.get(key), int) and model_config[key] > 0:
-            return key, model_config[key]
+        value = model_config.get(key) if isinstance(model_config, dict) else getattr(model_config, key, None)
+        if isinstance(value, int) and value > 0:
+            return key, value
     return None
 
 
@@ -227,7 +245,7 @@ def _position_problems(config: dict[str, Any], limit, base: Path) -> list[tuple[
                          f"masks (generation.extra_masks, probes.maskcount_k) + a prompt of at least "
                          f"{MIN_PROMPT_TOKENS} tokens = {need} positions, but {stated}; lower it to at most "
                          f"{allowed - need + generation['answer_len']}"))
-    for strategy in ("anchor", "random", "reverse"):
+    for strategy in STRATEGIES:
         seq_len = train_settings(config, strategy)["seq_len"]
         if seq_len > allowed:
             override = ("train", "overrides", strategy, "seq_len")

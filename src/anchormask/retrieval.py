@@ -46,8 +46,16 @@ def study_anchors(config: dict[str, Any], domain: str, query_set: str = "main",
     def at(path: Path) -> Path:
         return path if root is None or path.is_absolute() else root / path
 
-    queries = data.load_queries(at(data.queries_path(config, domain, query_set)),
-                                config["data"].get("max_queries_per_domain"))
-    corpus = data.load_corpus(at(data.corpus_path(config, domain)))
-    return [{"domain": domain, "split": study.split_of(config, domain), "query_set": query_set, **r}
-            for r in retrieve(queries, corpus, **config["retrieval"])]
+    return anchors(at(data.queries_path(config, domain, query_set)), at(data.corpus_path(config, domain)),
+                   domain=domain, split=study.split_of(config, domain), query_set=query_set,
+                   max_queries=config["data"].get("max_queries_per_domain"), settings=config["retrieval"])
+
+
+def anchors(queries_path: str | Path, corpus_path: str | Path, *, domain: str, split: str, query_set: str,
+            max_queries: int | None, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """One query file's queries (the first ``max_queries``) with their statements retrieved from one corpus."""
+    from anchormask import data
+
+    queries = data.load_queries(queries_path, max_queries)
+    return [{"domain": domain, "split": split, "query_set": query_set, **r}
+            for r in retrieve(queries, data.load_corpus(corpus_path), **settings)]

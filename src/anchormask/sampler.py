@@ -172,22 +172,10 @@ def generate(backbone: Backbone, runtime: Runtime, requests: list[Request], sett
     return [done[i] for i in range(len(requests))]
 
 
-POSITION_KEYS = ("max_position_embeddings", "max_sequence_length", "n_positions")
-
-
-def max_positions(model_config) -> tuple[str, int] | None:
-    """(key, value) of the longest sequence a model's config allows, if it states one."""
-    for key in POSITION_KEYS:
-        value = getattr(model_config, key, None)
-        if isinstance(value, int) and value > 0:
-            return key, value
-    return None
-
-
 def check_positions(backbone: Backbone, requests: list[Request], settings: SamplerSettings) -> None:
     """Fail before the first forward when a query's sequence is longer than the model allows (the
     model's own error is a tensor-size mismatch that names neither the query nor the setting)."""
-    limit = max_positions(getattr(backbone.model, "config", None))
+    limit = config_rules.max_positions(getattr(backbone.model, "config", None))
     if limit is None or not requests:
         return
     key, allowed = limit

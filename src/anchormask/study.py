@@ -6,20 +6,42 @@ the domains and query sets, and what a comparison selects.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from anchormask import io
+from anchormask import io, schemas
 
+# The masking strategies and LoRA target sets: the config schema's enums, read once (the Snakefile's
+# wildcard constraints and the position check use these).
+STRATEGIES = tuple(schemas.document("config")["$defs"]["strategy"]["enum"])
+TARGETS = tuple(schemas.document("config")["$defs"]["targets"]["enum"])
+# An adapter's id and folder: train.smk writes ADAPTER_DIR, AdapterJob.path names one of its outputs.
+ADAPTER_ID = "{strategy}_{targets}_n{size}_s{steps}_seed{seed}"
+ADAPTER_DIR = "results/adapters/" + ADAPTER_ID
+# Where the base evaluation writes (rule evaluate_base, and `anchormask evaluate-base` by default).
+BASE_EVAL_DIR = "results/base_eval"
+
+# What an adapter is made from: the training rule's params, so changing one retrains. train.log_every
+# (how often the job's log reports progress) is not among them: the train script adds it (train_adapter.py).
 TRAIN_KEYS = ("seq_len", "rank", "alpha", "dropout", "lr", "weight_decay", "warmup_steps", "batch_size",
-              "subset", "mask_ratio", "loss", "tv_weight", "threads", "log_every", "gradient_checkpointing")
+              "subset", "mask_ratio", "loss", "tv_weight", "threads", "gradient_checkpointing")
 
 
 def train_settings(config: dict[str, Any], strategy: str) -> dict[str, Any]:
-    """The training settings of one strategy: the defaults with its overrides applied."""
+    """The settings that make one strategy's adapters: the defaults with its overrides applied."""
     settings = {k: copy.deepcopy(config["train"][k]) for k in TRAIN_KEYS if k in config["train"]}
     settings.update(copy.deepcopy(config["train"].get("overrides", {}).get(strategy, {})))
     return dict(sorted(settings.items()))
+
+
+def with_log_cadence(settings: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """What a training run is given: its adapter's settings and how often its log reports (train.log_every)."""
+    return dict(sorted((settings | {"log_every": config["train"]["log_every"]}).items()))
+
+
+def run_settings(config: dict[str, Any], strategy: str) -> dict[str, Any]:
+    """train.train's settings for one strategy's adapters, outside the workflow (the benchmarks)."""
+    return with_log_cadence(train_settings(config, strategy), config)
 
 
 @dataclass(frozen=True, order=True)
@@ -32,11 +54,11 @@ class AdapterJob:
 
     @property
     def id(self) -> str:
-        return f"{self.strategy}_{self.targets}_n{self.size}_s{self.steps}_seed{self.seed}"
+        return ADAPTER_ID.format(**asdict(self))
 
     @property
     def path(self) -> str:
-        return f"results/adapters/{self.id}"
+        return ADAPTER_DIR.format(**asdict(self))
 
 
 def arm_adapters(config: dict[str, Any], arm: str) -> list[AdapterJob]:

@@ -146,7 +146,7 @@ rule samples:
             category="2. Samples",
         ),
     params:
-        settings=as_json({"arms": ARMS, "domains": DOMAINS, "per_domain": 2}),
+        settings=as_json({"arms": ARMS, "domains": DOMAINS, "per_domain": config["report"]["samples_per_domain"]}),
         code=code_digest_of("samples.py"),
     log:
         "results/logs/samples.log",

@@ -56,7 +56,7 @@ rule pretrain_text:
 
 rule pretrain_base:
     input:
-        settings="workflow/pretrain.yaml",
+        settings=PRETRAIN_SPEC,
         train=rules.pretrain_text.output.train,
         validation=rules.pretrain_text.output.validation,
     output:
@@ -86,8 +86,8 @@ rule evaluate_base:
         validation=config["base_eval"]["validation"] or [],
         study=study_text_files(),
     output:
-        json="results/base_eval/evaluation.json",
-        markdown="results/base_eval/summary.md",
+        json=f"{study.BASE_EVAL_DIR}/evaluation.json",
+        markdown=f"{study.BASE_EVAL_DIR}/summary.md",
     params:
         base=as_json(base_record()),
         settings=as_json({k: config[k] for k in ("data", "retrieval", "generation", "base_eval")}),

@@ -46,11 +46,13 @@ if workflow.is_main_process:
 PACKAGE = Path(workflow.basedir) / "src" / "anchormask"
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
 ENV = "../../envs/anchormask.yaml"
+PRETRAIN_SPEC = os.path.relpath(Path(workflow.basedir) / "workflow" / "pretrain.yaml")  # the embedded base's recipe
 BASE = config["base"]
 DOMAINS = study.domains(config)
 ARMS = list(config["arms"])
 SWEEP = study.sweep_points(config)
 QUERY_SETS = study.query_sets(config)
+FIGURES = ["main", "sweep", "ablation"]  # the {figure} wildcard's values; the default target and the report have each
 
 
 def code_digest_of(script):
@@ -126,22 +128,24 @@ def query_file(wildcards):
     return str(study_data.queries_path(config, wildcards.domain, wildcards.query_set))
 
 
+# The helpers below name other rules' outputs (rules.X.output): call them only after those rules are defined.
 def retrieval_files(query_sets=tuple(QUERY_SETS)):
     """Retrieved queries of the named query sets (the arms' generations cover every set; the sweep
     and the probes only the main one)."""
-    return [f"results/retrieval/{qs}/{d}.jsonl" for qs in query_sets for d in QUERY_SETS[qs]]
+    pairs = [(qs, d) for qs in query_sets for d in QUERY_SETS[qs]]
+    return [rules.retrieve.output[0].format(query_set=qs, domain=d) for qs, d in pairs]
 
 
 def sweep_generation_files():
-    return [f"results/generations/sweep/{s}_n{n}_s{k}.jsonl" for s, n, k in SWEEP]
+    return [rules.generate_sweep.output[0].format(strategy=s, size=n, steps=k) for s, n, k in SWEEP]
 
 
 def default_targets():
     return [
-        "results/tables/headline.md",
-        "results/tables/samples.md",
-        "results/report/paper.html",
-        expand("results/figures/{figure}.{ext}", figure=["main", "sweep", "ablation"], ext=["pdf", "png"]),
+        rules.headline.output[0],
+        rules.samples.output[0],
+        rules.paper.output[0],
+        expand([rules.figure.output.pdf, rules.figure.output.png], figure=FIGURES),
         probe_targets(),
     ]
 
@@ -153,10 +157,8 @@ def study_text_files():
 
 
 def pretrain_text_settings():
-    """The keys of workflow/pretrain.yaml that the pretraining text depends on."""
-    import yaml
-
-    spec = yaml.safe_load(open("workflow/pretrain.yaml"))
+    """The keys of workflow/pretrain.yaml that the pretraining text depends on (the file checked first)."""
+    spec = study_config.load_pretrain(PRETRAIN_SPEC)
     return {"sources": spec["sources"], "validation_per_mille": spec["validation_per_mille"],
             "seed": spec["settings"]["seed"]}
 
@@ -180,9 +182,9 @@ def statistics_settings(kind):
     return as_json(settings)
 
 
-# The base evaluation (evaluate_base in base.smk, outside the default target: on the embedded base its
-# validation text needs Debian packages, and on a real base it is a GPU job of its own). Once it has
-# run, the report's page includes it; until then its section says "not available".
+# The base evaluation (evaluate_base in base.smk) is outside the default target: on the embedded base its
+# validation text needs Debian packages, and on a real base it is a GPU job of its own. With
+# report.base_evaluation the report's page depends on it (so the DAG runs it); otherwise its section says
+# "not available". A setting, not whether the file happens to exist when the DAG is built.
 def base_eval_input():
-    summary = rules.evaluate_base.output.markdown
-    return [summary] if os.path.exists(summary) else []
+    return [rules.evaluate_base.output.markdown] if config["report"]["base_evaluation"] else []

@@ -90,7 +90,7 @@ rule generate_sweep:
 
 rule gather_generations:
     input:
-        expand("results/generations/{arm}.jsonl", arm=ARMS),
+        expand(rules.generate_arm.output[0], arm=ARMS),
     output:
         "results/generations/all.jsonl",
     params:

@@ -26,9 +26,6 @@ ATTENTION_SPECS = [{"arm": a, **config["arms"][a], "adapters": [j.path for j in 
 LORA_SPECS = [{"arm": a, "strategy": config["arms"][a]["strategy"], "targets": config["arms"][a]["targets"],
                "path": j.path} for a in ADAPTER_ARMS for j in study.arm_adapters(config, a)]
 MASKCOUNT_RUNS = [(a, k) for a in MASKCOUNT_ARMS for k in MASKCOUNT_K]
-# k equal to generation.extra_masks is the arm's main generation (same settings, same bytes): reused.
-MASKCOUNT_FILES = [f"results/generations/{a}.jsonl" if k == config["generation"]["extra_masks"]
-                   else f"results/probes/maskcount/{a}_k{k}.jsonl" for a, k in MASKCOUNT_RUNS]
 
 
 rule probe_attention:
@@ -122,6 +119,11 @@ rule probe_maskcount_generate:
         "../scripts/generate.py"
 
 
+# k equal to generation.extra_masks is the arm's main generation (same settings, same bytes): reused.
+MASKCOUNT_FILES = [rules.generate_arm.output[0].format(arm=a) if k == config["generation"]["extra_masks"]
+                   else rules.probe_maskcount_generate.output[0].format(arm=a, k=k) for a, k in MASKCOUNT_RUNS]
+
+
 rule probe_maskcount:
     input:
         generations=MASKCOUNT_FILES,
@@ -202,9 +204,9 @@ rule probe_summary:
 # The probes' part of the default target (called by default_targets() in common.smk). A lambda,
 # not a def: snakemake --lint flags a file that holds both a def and a rule.
 probe_targets = lambda: (
-    ["results/probes/summary.md"]
-    + (["results/probes/attention.pdf", "results/probes/attention.png"] if ATTENTION_ARMS else [])
-    + (["results/probes/lora_norms.pdf", "results/probes/lora_norms.png"] if ADAPTER_ARMS else [])
-    + (["results/probes/maskcount.md", "results/probes/maskcount.pdf", "results/probes/maskcount.png"]
+    list(rules.probe_summary.output)
+    + ([rules.probe_attention.output.pdf, rules.probe_attention.output.png] if ATTENTION_ARMS else [])
+    + ([rules.probe_lora.output.pdf, rules.probe_lora.output.png] if ADAPTER_ARMS else [])
+    + ([rules.probe_maskcount.output.md, rules.probe_maskcount.output.pdf, rules.probe_maskcount.output.png]
        if MASKCOUNT_RUNS else [])
 )

@@ -5,16 +5,13 @@ localrules:
     paper,
 
 
-REPORT_FIGURES = ["main", "sweep", "ablation"]
-
-
 rule paper:
     input:
-        headline="results/tables/headline.md",
-        samples="results/tables/samples.md",
-        figures=expand("results/figures/{figure}.png", figure=REPORT_FIGURES),
+        headline=rules.headline.output[0],
+        samples=rules.samples.output[0],
+        figures=expand(rules.figure.output.png, figure=FIGURES),
         caption="workflow/report/figure.rst",
-        probes="results/probes/summary.md",
+        probes=rules.probe_summary.output[0],
         base_eval=base_eval_input(),
     output:
         report(
@@ -23,7 +20,7 @@ rule paper:
             category="0. The study on one page",
         ),
     params:
-        figures=REPORT_FIGURES,
+        figures=FIGURES,
         confidence=config["statistics"]["confidence"],  # the captions state it
         code=code_digest_of("paper.py"),
     log:

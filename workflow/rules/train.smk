@@ -6,15 +6,15 @@ rule train_adapter:
         verified=rules.verify_base.output[0],
         pairs=config["data"]["pairs"],
     output:
-        directory("results/adapters/{strategy}_{targets}_n{size}_s{steps}_seed{seed}"),
+        directory(study.ADAPTER_DIR),
     params:
         settings=lambda wc: as_json(study.train_settings(config, wc.strategy)),
         base=as_json(base_record()),
         code=code_digest_of("train_adapter.py"),
     log:
-        "results/logs/train/{strategy}_{targets}_n{size}_s{steps}_seed{seed}.log",
+        f"results/logs/train/{study.ADAPTER_ID}.log",
     benchmark:
-        "results/benchmarks/train/{strategy}_{targets}_n{size}_s{steps}_seed{seed}.tsv"
+        f"results/benchmarks/train/{study.ADAPTER_ID}.tsv"
     threads: config["train"]["threads"]
     resources:
         mem_mb=model_resources("train")["mem_mb"],

@@ -6,7 +6,6 @@ import logging
 from anchormask import runlog, tables
 
 
-
 def main(smk):
     runlog.log_to(smk.log[0])
     corpora = tables.corpora_of(json.loads(smk.params.domains), list(smk.input.corpora))

@@ -1,14 +1,21 @@
+"""Snakemake script: the configured base -> its quality gates (evaluation.json, summary.md)."""
+
 import json
 
 from anchormask import io, modeljob, runlog
 from anchormask.embedded_base import base_eval, pretrain_text
 from anchormask.reporting.markdown import base_evaluation_markdown
 
-runlog.log_to(snakemake.log[0])
-config = {**snakemake.config, **json.loads(snakemake.params.settings)}
-validation = pretrain_text.read_lines(snakemake.input.validation) if snakemake.input.validation else None
-base = modeljob.Base.from_config(json.loads(snakemake.params.base))
-result = base_eval.evaluate(config, base=base, validation_lines=validation,
-                            seed=config["base_eval"]["seed"], threads=snakemake.threads)
-io.write_json(snakemake.output.json, result)
-io.write_text(snakemake.output.markdown, base_evaluation_markdown(result))
+
+def main(smk):
+    runlog.log_to(smk.log[0])
+    settings = json.loads(smk.params.settings)  # data, retrieval, generation and base_eval: all it reads
+    validation = pretrain_text.read_lines(smk.input.validation) if smk.input.validation else None
+    base = modeljob.Base.from_config(json.loads(smk.params.base))
+    result = base_eval.evaluate(settings, base=base, validation_lines=validation,
+                                seed=settings["base_eval"]["seed"], threads=smk.threads)
+    io.write_json(smk.output.json, result)
+    io.write_text(smk.output.markdown, base_evaluation_markdown(result))
+
+
+main(snakemake)  # noqa: F821

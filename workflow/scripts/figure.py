@@ -7,7 +7,6 @@ from anchormask import runlog, tables
 from anchormask.reporting import figures
 
 
-
 def main(smk):
     runlog.log_to(smk.log[0])
     which = smk.params.which

@@ -1,7 +1,4 @@
-"""Snakemake script: comparison and sweep statistics -> results/tables/headline.md.
-
-The per-seed breakdown is computed here from the generations table (point values, no resampling).
-"""
+"""Snakemake script: comparison and sweep statistics -> results/tables/headline.md."""
 
 import json
 import logging
@@ -11,11 +8,11 @@ from anchormask.stats import pairwise
 from anchormask.reporting import markdown
 
 
-
 def main(smk):
     runlog.log_to(smk.log[0])
     comparisons = json.loads(smk.params.comparisons)
     generations = tables.read_parquet(smk.input.generations)
+    # the per-seed breakdown: point values from the generations table, no resampling
     per_seed = pairwise.per_seed(tables.of_query_set(generations), comparisons)
     alt = tables.read_parquet(smk.input.alt[0]) if smk.input.alt else None
     text = markdown.headline_markdown(tables.read_parquet(smk.input.comparisons), tables.read_parquet(smk.input.sweep),

@@ -7,7 +7,6 @@ from anchormask import io, runlog
 from anchormask.reporting import paper
 
 
-
 def main(smk):
     runlog.log_to(smk.log[0])
     figures = list(zip(smk.params.figures, smk.input.figures))

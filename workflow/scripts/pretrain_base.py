@@ -1,12 +1,18 @@
-import torch
-import yaml
+"""Snakemake script: the pretraining text + workflow/pretrain.yaml -> the embedded base's checkpoint."""
 
-from anchormask import runlog
+import torch
+
+from anchormask import config, runlog
 from anchormask.embedded_base import pretrain
 
-runlog.log_to(snakemake.log[0])
-torch.set_num_threads(snakemake.threads)
-spec = yaml.safe_load(open(snakemake.input.settings))
-pretrain.build_base(train_text=snakemake.input.train, validation_text=snakemake.input.validation,
-                    out_dir=snakemake.output.checkpoint, state_dir=snakemake.params.state_dir,
-                    settings=pretrain.settings_from(spec["settings"]))
+
+def main(smk):
+    runlog.log_to(smk.log[0])
+    torch.set_num_threads(smk.threads)
+    spec = config.load_pretrain(smk.input.settings)
+    pretrain.build_base(train_text=smk.input.train, validation_text=smk.input.validation,
+                        out_dir=smk.output.checkpoint, state_dir=smk.params.state_dir,
+                        settings=pretrain.settings_from(spec["settings"]))
+
+
+main(snakemake)  # noqa: F821

@@ -1,12 +1,19 @@
+"""Snakemake script: Debian's dictionaries minus every study text -> the pretraining text (train, validation)."""
+
 import json
 
 from anchormask import io, runlog
 from anchormask.embedded_base import pretrain_text
 
-runlog.log_to(snakemake.log[0])
-spec = json.loads(snakemake.params.text)
-text = pretrain_text.build_text(sources=spec["sources"], study_files=list(snakemake.input.study),
-                                seed=spec["seed"], validation_per_mille=spec["validation_per_mille"])
-pretrain_text.write_lines(snakemake.output.train, text["train"])
-pretrain_text.write_lines(snakemake.output.validation, text["validation"])
-io.write_json(snakemake.output.record, text["counts"])
+
+def main(smk):
+    runlog.log_to(smk.log[0])
+    spec = json.loads(smk.params.text)
+    text = pretrain_text.build_text(sources=spec["sources"], study_files=list(smk.input.study),
+                                    seed=spec["seed"], validation_per_mille=spec["validation_per_mille"])
+    pretrain_text.write_lines(smk.output.train, text["train"])
+    pretrain_text.write_lines(smk.output.validation, text["validation"])
+    io.write_json(smk.output.record, text["counts"])
+
+
+main(snakemake)  # noqa: F821

@@ -1,5 +1,4 @@
-"""Snakemake script: attention mass from answer positions onto prefix and anchor, per arm -> Parquet
-and the layer x head heatmaps (PDF and PNG)."""
+"""Snakemake script: per arm, attention mass from answer positions onto prefix and anchor -> Parquet, heatmaps."""
 
 import json
 import logging

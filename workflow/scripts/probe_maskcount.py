@@ -1,5 +1,4 @@
-"""Snakemake script: generations with k extra masks -> mean corpus_overlap per arm and k (Parquet,
-markdown, figure)."""
+"""Snakemake script: generations with k extra masks -> mean corpus_overlap per arm and k (Parquet, md, figure)."""
 
 import json
 import logging

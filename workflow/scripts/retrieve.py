@@ -1,5 +1,17 @@
+"""Snakemake script: one domain's queries + corpus -> each query with its retrieved statement (JSONL)."""
+
+import json
+
 from anchormask import io, retrieval, runlog
 
-runlog.log_to(snakemake.log[0])
-io.write_jsonl(snakemake.output[0], retrieval.study_anchors(snakemake.config, snakemake.wildcards.domain,
-                                                            snakemake.wildcards.query_set))
+
+def main(smk):
+    runlog.log_to(smk.log[0])
+    settings = json.loads(smk.params.settings)
+    records = retrieval.anchors(smk.input.queries, smk.input.corpus, domain=smk.wildcards.domain,
+                                split=settings["split"], query_set=smk.wildcards.query_set,
+                                max_queries=settings["max_queries"], settings=settings["retrieval"])
+    io.write_jsonl(smk.output[0], records)
+
+
+main(snakemake)  # noqa: F821

@@ -8,7 +8,6 @@ from anchormask.reporting import samples
 from anchormask.checksum import file_sha256
 
 
-
 def main(smk):
     runlog.log_to(smk.log[0])
     settings = json.loads(smk.params.settings)

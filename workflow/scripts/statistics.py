@@ -1,8 +1,4 @@
-"""Snakemake script: scored generations Parquet -> paired-bootstrap statistics Parquet, one per table.
-
-``params.tables`` lists, in output order, each output's name (its file stem), per-generation metric column
-and query set.
-"""
+"""Snakemake script: scored generations Parquet -> paired-bootstrap statistics Parquet, one per table."""
 
 import json
 import logging
@@ -13,11 +9,11 @@ from anchormask.stats import pairwise
 from anchormask.checksum import file_sha256
 
 
-
 def main(smk):
     runlog.log_to(smk.log[0])
     kind = smk.params.kind
     settings = json.loads(smk.params.settings)
+    # in output order, each output's name (its file stem), per-generation metric column and query set
     specs = json.loads(smk.params.tables)
     stems = [Path(p).stem for p in smk.output]
     if [s["table"] for s in specs] != stems:

@@ -1,9 +1,19 @@
+"""Snakemake script: the verified base + training pairs -> one LoRA adapter folder (anchormask.train)."""
+
 import json
 
 from anchormask import modeljob, runlog, study, train
 
-runlog.log_to(snakemake.log[0])
-wc = snakemake.wildcards
-base = modeljob.Base.from_config(json.loads(snakemake.params.base))
-job = study.AdapterJob(wc.strategy, wc.targets, int(wc.size), int(wc.steps), int(wc.seed))
-train.train(base, snakemake.input.pairs, job, json.loads(snakemake.params.settings), snakemake.output[0])
+
+def main(smk):
+    runlog.log_to(smk.log[0])
+    wc = smk.wildcards
+    base = modeljob.Base.from_config(json.loads(smk.params.base))
+    job = study.AdapterJob(wc.strategy, wc.targets, int(wc.size), int(wc.steps), int(wc.seed))
+    # The logging cadence is read from the config, not the params: the params are the adapter's identity,
+    # and how often the log reports progress must not retrain it (study.TRAIN_KEYS).
+    settings = study.with_log_cadence(json.loads(smk.params.settings), smk.config)
+    train.train(base, smk.input.pairs, job, settings, smk.output[0])
+
+
+main(snakemake)  # noqa: F821

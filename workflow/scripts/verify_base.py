@@ -1,7 +1,14 @@
+"""Snakemake script: the base's checkpoint folder -> results/base/verified.json once its hash matches."""
+
 import json
 
 from anchormask import runlog, verify
 
-runlog.log_to(snakemake.log[0])
-base = json.loads(snakemake.params.base)
-verify.write_verified(base["path"], base["sha256"], snakemake.output[0])
+
+def main(smk):
+    runlog.log_to(smk.log[0])
+    base = json.loads(smk.params.base)
+    verify.write_verified(base["path"], base["sha256"], smk.output[0])
+
+
+main(snakemake)  # noqa: F821

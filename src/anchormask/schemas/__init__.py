@@ -1,8 +1,9 @@
 """The study's JSON schemas, package data of the library: one ``{name}.schema.yaml`` each.
 
 ``config`` (config.yaml; the workflow's ``validate`` reads the same file, see workflow/rules/common.smk),
-``corpus``, ``pairs``, ``queries`` (the lines of the data files) and ``generation`` (one record of a
-generation JSONL). The config schema is also where each optional setting's default lives:
+``corpus``, ``pairs``, ``queries`` (the lines of the data files), ``generation`` (one record of a
+generation JSONL) and ``pretrain`` (workflow/pretrain.yaml, how the embedded base is built). The
+config schema is also where each optional setting's default lives:
 ``default(("probes", "maskcount_k"))`` reads it, so code that needs a default asks here instead of
 repeating the value.
 """
@@ -17,7 +18,7 @@ from typing import Any
 
 import yaml
 
-NAMES = ("config", "corpus", "pairs", "queries", "generation")
+NAMES = ("config", "corpus", "pairs", "queries", "generation", "pretrain")
 SHOWN = "src/anchormask/schemas"  # where the files are in the repository, for messages
 
 
