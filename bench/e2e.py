@@ -35,7 +35,7 @@ def benchmark_patterns(rules_dir: Path) -> list[tuple[str, re.Pattern, int]]:
                 rule, expecting = m.group(1), False
             elif line.strip() == "benchmark:":
                 expecting = True
-            elif expecting and rule and (m := re.match(r'\s*"([^"]+)"', line)):
+            elif expecting and rule and (m := re.match(r'\s*f?"([^"]+)"', line)):
                 parts = re.split(r"\{[^}]+\}", m.group(1))
                 regex = re.compile("[^/]+".join(re.escape(p) for p in parts) + "$")
                 patterns.append((rule, regex, sum(map(len, parts))))
