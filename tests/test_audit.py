@@ -158,6 +158,12 @@ def test_manifest_and_compare_on_a_synthetic_tree(tmp_path, capsys):
     assert cli(["audit", "compare", str(old), str(new)]) == 0
     out = capsys.readouterr().out
     assert "changed: 1\nunchanged: 1\nadded: 1\nremoved: 0\nvolatile_changed: 1" in out
+    # --results as an absolute path (as people type it) is the same manifest, not a traceback
+    by_path = tmp_path / "by_path.json"
+    assert cli(["audit", "manifest", "--results", str(tmp_path / "results"), "-o", str(by_path)]) == 0
+    assert json.loads(by_path.read_text())["entries"] == json.loads(new.read_text())["entries"]
+    with pytest.raises(SystemExit, match="is not inside --workdir"):
+        cli(["audit", "manifest", "--results", str(tmp_path / "results"), "--workdir", str(tmp_path / "results/tables")])
     assert cli(["hash", str(tmp_path / "results/adapters/a1")]) == 0
     assert capsys.readouterr().out.strip() == directory_sha256(tmp_path / "results/adapters/a1")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 
 from anchormask import audit, study
@@ -26,8 +27,24 @@ def _hash(args: argparse.Namespace) -> int:
     return 0
 
 
+def _results_in_workdir(args: argparse.Namespace) -> tuple[str, str]:
+    """(results relative to the working directory, the working directory). An absolute --results is
+    accepted as the working directory's results folder, since Snakemake's records name paths relative
+    to the directory it ran in."""
+    results, workdir = Path(args.results), Path(args.workdir).resolve()
+    if not results.is_absolute():
+        return str(results), str(workdir)
+    results = results.resolve()
+    if args.workdir == "." and not results.is_relative_to(workdir):
+        workdir = results.parent
+    if not results.is_relative_to(workdir):
+        raise SystemExit(f"anchormask audit: --results {args.results} is not inside --workdir {args.workdir}; "
+                         f"give --workdir the directory Snakemake ran in and --results relative to it")
+    return str(results.relative_to(workdir)), str(workdir)
+
+
 def _manifest(args: argparse.Namespace) -> int:
-    text = audit.write_manifest(audit.build_manifest(args.results, args.workdir), args.output)
+    text = audit.write_manifest(audit.build_manifest(*_results_in_workdir(args)), args.output)
     if args.output is None:
         sys.stdout.write(text)
     return 0
@@ -40,7 +57,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    found = audit.check_intermediates(args.results, args.workdir)
+    found = audit.check_intermediates(*_results_in_workdir(args))
     sys.stdout.write(audit.format_check(found))
     return 1 if found else 0
 
