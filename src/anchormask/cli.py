@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from anchormask import audit, study
 from anchormask.checksum import directory_sha256
@@ -85,7 +85,6 @@ def _evaluate_base(args: argparse.Namespace) -> int:
 def snakemake_program() -> str:
     """This environment's snakemake (beside its python), else the one on PATH."""
     import shutil
-    from pathlib import Path
 
     beside = Path(sys.executable).with_name("snakemake")
     found = str(beside) if beside.is_file() else shutil.which("snakemake")

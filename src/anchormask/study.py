@@ -13,8 +13,9 @@ from anchormask import io, schemas
 
 # The masking strategies and LoRA target sets: the config schema's enums, read once (the Snakefile's
 # wildcard constraints and the position check use these).
-STRATEGIES = tuple(schemas.document("config")["$defs"]["strategy"]["enum"])
-TARGETS = tuple(schemas.document("config")["$defs"]["targets"]["enum"])
+_DEFS = schemas.document("config")["$defs"]
+STRATEGIES = tuple(_DEFS["strategy"]["enum"])
+TARGETS = tuple(_DEFS["targets"]["enum"])
 # An adapter's id and folder: train.smk writes ADAPTER_DIR, AdapterJob.path names one of its outputs.
 ADAPTER_ID = "{strategy}_{targets}_n{size}_s{steps}_seed{seed}"
 ADAPTER_DIR = "results/adapters/" + ADAPTER_ID
