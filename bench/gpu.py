@@ -312,6 +312,18 @@ def tiny_llada(work: Path) -> Base:
     return Base("llada", tiny_families.build_llada(work / "llada"), trust_remote_code=True)
 
 
+def built(steps: dict[str, dict], name: str, build: Callable[[], Base]) -> Base | None:
+    """Run a base's build as step ``name``: the step records where the base is (JSON), the Base comes back."""
+    made: dict[str, Base] = {}
+
+    def step() -> dict[str, str]:
+        made["base"] = build()
+        return {"name": made["base"].name, "path": str(made["base"].path)}
+
+    run_step(steps, name, step)
+    return made.get("base")
+
+
 def run_checks(device: str, bases: list[Base | Callable[[], Base]], pairs: list[dict], train_settings: dict,
                retrieved: list[dict], sampler_settings, *, train_steps: int = TRAIN_STEPS) -> dict[str, dict]:
     """Every step on ``device`` ("cuda", or "cpu" as a stand-in); returns the steps' records in order."""
@@ -323,7 +335,7 @@ def run_checks(device: str, bases: list[Base | Callable[[], Base]], pairs: list[
     runtime = bb.Runtime(dev, torch.bfloat16 if dev.type == "cuda" else None)  # the pipeline's own choice
     steps: dict[str, dict] = {}
     for entry in bases:
-        base = entry if isinstance(entry, Base) else run_step(steps, "build.tiny_llada", entry)
+        base = entry if isinstance(entry, Base) else built(steps, "build.tiny_llada", entry)
         if base is None:
             continue
         run_step(steps, f"load.{base.name}", lambda: load_check(base, runtime))

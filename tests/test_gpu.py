@@ -87,6 +87,20 @@ def test_payload_is_json_and_names_the_failed_steps():
     assert back["device"]["name"] == "NVIDIA H200" and back["steps"]["sampler.float32"]["status"] == "ok"
 
 
+@pytest.mark.unit
+def test_a_built_base_is_recorded_as_json_and_handed_on(tmp_path, capsys):
+    steps: dict[str, dict] = {}
+    base = gpu.built(steps, "build.tiny_llada", lambda: gpu.Base("llada", tmp_path / "llada", trust_remote_code=True))
+    assert base == gpu.Base("llada", tmp_path / "llada", trust_remote_code=True)
+    back = json.loads(json.dumps(gpu.payload_of({}, steps, 1.0)))  # the step's record, not the object
+    assert back["steps"]["build.tiny_llada"]["result"] == {"name": "llada", "path": str(tmp_path / "llada")}
+
+    def skipped():
+        raise gpu.Skipped("needs transformers 4.x")
+
+    assert gpu.built(steps, "build.other", skipped) is None and steps["build.other"]["status"] == "skipped"
+
+
 def _fake_torch(available: bool, cuda: str | None = None):
     return types.SimpleNamespace(__version__="2.13.0+cpu", version=types.SimpleNamespace(cuda=cuda),
                                  cuda=types.SimpleNamespace(is_available=lambda: available))
