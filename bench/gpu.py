@@ -219,7 +219,9 @@ def train_check(base: Base, runtime, pairs: list[dict], settings: dict[str, Any]
     losses, tokens = [], 0
     with gpu_peak(runtime.device) as peak:
         t = time.perf_counter()
-        for step, batch in enumerate(train.batches(len(encoded), settings["batch_size"], steps, generator)):
+        batches = train.Batches(len(encoded), settings["batch_size"], generator)
+        for step in range(steps):
+            batch = batches.next()
             for group in optimizer.param_groups:
                 group["lr"] = train.lr_at(step, settings)
             chosen = [encoded[i] for i in batch]

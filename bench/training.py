@@ -147,8 +147,8 @@ def job_batches(cfg: dict[str, Any], settings: dict[str, Any], project, seed: in
     pairs_path = str(common.repo_path(cfg["data"]["pairs"]))
     pairs = data.select_pairs(data.load_pairs(pairs_path), cfg["train"]["default"]["size"], settings["subset"], seed)
     encoded = train.encode_pairs(project, pairs, settings["seq_len"], pairs_path)
-    order = train.batches(len(encoded), settings["batch_size"], n, torch.Generator().manual_seed(seed))
-    return [[encoded[i] for i in idx] for idx in order]
+    order = train.Batches(len(encoded), settings["batch_size"], torch.Generator().manual_seed(seed))
+    return [[encoded[i] for i in order.next()] for _ in range(n)]
 
 
 def alternate(project: Side, reference: Side, batches: list[list], warmup: int, chunk: int, shape,

@@ -19,6 +19,8 @@ TARGETS = tuple(_DEFS["targets"]["enum"])
 # An adapter's id and folder: train.smk writes ADAPTER_DIR, AdapterJob.path names one of its outputs.
 ADAPTER_ID = "{strategy}_{targets}_n{size}_s{steps}_seed{seed}"
 ADAPTER_DIR = "results/adapters/" + ADAPTER_ID
+# A training job's state after its last step, from which a longer run of the same adapter continues (resume.py).
+TRAIN_STATE = "results/train_state/" + ADAPTER_ID + ".safetensors"
 # Where the base evaluation writes (rule evaluate_base, and `anchormask evaluate-base` by default).
 BASE_EVAL_DIR = "results/base_eval"
 
@@ -61,6 +63,15 @@ class AdapterJob:
     def path(self) -> str:
         return ADAPTER_DIR.format(**asdict(self))
 
+    @property
+    def state(self) -> str:
+        return TRAIN_STATE.format(**asdict(self))
+
+    def same_run(self, other: AdapterJob) -> bool:
+        """Whether the two adapters are one training run stopped at different steps."""
+        return (self.strategy, self.targets, self.size, self.seed) == (other.strategy, other.targets, other.size,
+                                                                        other.seed)
+
 
 def arm_adapters(config: dict[str, Any], arm: str) -> list[AdapterJob]:
     """The adapters one generation arm uses: one per training seed; none for the base arm."""
@@ -79,6 +90,20 @@ def sweep_points(config: dict[str, Any]) -> list[tuple[str, int, int]]:
 def sweep_adapters(config: dict[str, Any], strategy: str, size: int, steps: int) -> list[AdapterJob]:
     seeds = config["sweep"].get("seeds") or config["train"]["seeds"]
     return [AdapterJob(strategy, "full", size, steps, s) for s in seeds]
+
+
+def trained_adapters(config: dict[str, Any]) -> list[AdapterJob]:
+    """Every adapter the study trains: the arms' and the sweep's, once each, sorted."""
+    jobs = {j for arm in config["arms"] for j in arm_adapters(config, arm)}
+    jobs |= {j for point in sweep_points(config) for j in sweep_adapters(config, *point)}
+    return sorted(jobs)
+
+
+def resumes_from(config: dict[str, Any], job: AdapterJob) -> AdapterJob | None:
+    """The adapter of the study that ``job``'s run passes through last: same strategy, targets, size and
+    seed, the most steps below ``job``'s (resume.py says why the run can continue from its state)."""
+    shorter = [j for j in trained_adapters(config) if j.same_run(job) and j.steps < job.steps]
+    return max(shorter, key=lambda j: j.steps, default=None)
 
 
 def domains(config: dict[str, Any]) -> list[str]:

@@ -16,7 +16,7 @@ import torch
 
 from anchormask import backbone as bb
 from anchormask.study import AdapterJob
-from anchormask import adapters, data, io, layout, masking, modeljob, provenance
+from anchormask import adapters, data, io, layout, masking, modeljob, provenance, resume
 from anchormask.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -79,14 +79,22 @@ def encode_pairs(backbone: bb.Backbone, pairs: list[dict[str, Any]], seq_len: in
                                where=f"{source}: pair {p['id']}", template=backbone.template) for p in pairs]
 
 
-def batches(n: int, batch_size: int, steps: int, generator: torch.Generator):
-    """Indices of each step's batch: shuffled epochs, the last partial batch of an epoch kept."""
-    order: list[int] = []
-    for _ in range(steps):
-        if len(order) < batch_size:
-            order += torch.randperm(n, generator=generator).tolist()
-        batch, order = order[:batch_size], order[batch_size:]
-        yield batch
+class Batches:
+    """Indices of each step's batch: shuffled epochs, the last partial batch of an epoch kept.
+
+    ``pending`` (what is left of the current epoch's order) is part of a run's state (resume.py): a
+    run that continues another starts from the order it left.
+    """
+
+    def __init__(self, n: int, batch_size: int, generator: torch.Generator, pending: list[int] | None = None):
+        self.n, self.batch_size, self.generator = n, batch_size, generator
+        self.pending = list(pending or [])
+
+    def next(self) -> list[int]:
+        if len(self.pending) < self.batch_size:
+            self.pending += torch.randperm(self.n, generator=self.generator).tolist()
+        batch, self.pending = self.pending[:self.batch_size], self.pending[self.batch_size:]
+        return batch
 
 
 def train_step(backbone: bb.Backbone, runtime: bb.Runtime, encoded: list[layout.EncodedPair],
@@ -118,9 +126,61 @@ def enable_checkpointing(backbone: bb.Backbone) -> None:
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
-def train(base: modeljob.Base, pairs_path: str, job: AdapterJob, settings: dict[str, Any],
-          out_dir: str) -> dict[str, Any]:
-    """One training job on ``base``; ``settings`` are study.train_settings of the job's strategy."""
+class Run:
+    """One training run in progress: the LoRA-wrapped model, its optimizer, the step generator, the batch
+    order and the log rows so far (steps done = len(rows))."""
+
+    def __init__(self, backbone: bb.Backbone, job: AdapterJob, settings: dict[str, Any], n_pairs: int):
+        torch.manual_seed(job.seed)  # LoRA's A matrices draw from the global generator
+        self.model = attach_lora(backbone, job.targets, settings)
+        self.model.train()
+        self.params = {name: p for name, p in self.model.named_parameters() if p.requires_grad}
+        self.optimizer = make_optimizer(list(self.params.values()), settings)
+        self.generator = torch.Generator().manual_seed(job.seed)
+        self.batches = Batches(n_pairs, settings["batch_size"], self.generator)
+        self.rows: list[tuple] = []
+
+    def continue_from(self, state: str, identity: dict[str, Any]) -> None:
+        steps, self.batches.pending, self.rows = resume.restore(
+            state, identity=identity, params=self.params, optimizer=self.optimizer, generator=self.generator)
+        if steps != len(self.rows):
+            raise AdapterError(f"{state}: the state says {steps} steps but logs {len(self.rows)}; delete it and "
+                               "rerun the job that writes it")
+
+    def save(self, state: str, identity: dict[str, Any]) -> None:
+        resume.save_state(state, identity=identity, steps=len(self.rows), params=self.params,
+                          optimizer=self.optimizer, generator=self.generator, pending=self.batches.pending,
+                          rows=self.rows)
+
+
+def run_steps(run: Run, backbone: bb.Backbone, runtime: bb.Runtime, encoded: list[layout.EncodedPair],
+              job: AdapterJob, settings: dict[str, Any]) -> None:
+    """Train from the run's current step up to ``job.steps``, appending one log row per step."""
+    ratio_dist = masking.MaskRatio.from_config(settings["mask_ratio"])
+    progress = Progress(f"train {job.id}", job.steps, log_every=settings["log_every"])
+    for step in range(len(run.rows), job.steps):
+        lr = lr_at(step, settings)
+        for group in run.optimizer.param_groups:
+            group["lr"] = lr
+        loss, info = train_step(backbone, runtime, [encoded[i] for i in run.batches.next()], job.strategy,
+                                settings, ratio_dist, run.generator)
+        run.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        run.optimizer.step()
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise FloatingPointError(f"{job.id}: loss is {value} at step {step + 1}; lower train.lr")
+        run.rows.append((step + 1, round(info["mask_ratio"], 6), info["masked_tokens"], round(value, 6), lr))
+        progress.update(step + 1, loss=f"{value:.4f}")
+
+
+def train(base: modeljob.Base, pairs_path: str, job: AdapterJob, settings: dict[str, Any], out_dir: str,
+          state_out: str | None = None, resume_from: str | None = None) -> dict[str, Any]:
+    """One training job on ``base``; ``settings`` are study.train_settings of the job's strategy.
+
+    ``resume_from``: the state of a shorter run of the same adapter (resume.py), continued instead of
+    starting at step 0; ``state_out``: where this run's final state goes, for a longer run to continue.
+    """
     torch.manual_seed(job.seed)
     runtime = modeljob.start(base, settings["threads"])
     backbone = modeljob.load(base, runtime)
@@ -128,44 +188,37 @@ def train(base: modeljob.Base, pairs_path: str, job: AdapterJob, settings: dict[
         enable_checkpointing(backbone)
     pairs = data.select_pairs(data.load_pairs(pairs_path), job.size, settings["subset"], job.seed)
     encoded = encode_pairs(backbone, pairs, settings["seq_len"], pairs_path)
-    lora_modules = backbone.projection_modules(job.targets)
-    torch.manual_seed(job.seed)  # LoRA's A matrices draw from the global generator
-    model = attach_lora(backbone, job.targets, settings)
-    model.train()
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = make_optimizer(params, settings)
-    generator = torch.Generator().manual_seed(job.seed)
-    ratio_dist = masking.MaskRatio.from_config(settings["mask_ratio"])
-    rows, progress = [], Progress(f"train {job.id}", job.steps, log_every=settings["log_every"])
-    for step, batch in enumerate(batches(len(encoded), settings["batch_size"], job.steps, generator)):
-        lr = lr_at(step, settings)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        loss, info = train_step(backbone, runtime, [encoded[i] for i in batch], job.strategy, settings,
-                                ratio_dist, generator)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise FloatingPointError(f"{job.id}: loss is {value} at step {step + 1}; lower train.lr")
-        rows.append((step + 1, round(info["mask_ratio"], 6), info["masked_tokens"], round(value, 6), lr))
-        progress.update(step + 1, loss=f"{value:.4f}")
-    record = {
+    identity = resume.run_identity(job, settings, base.sha256, [p["id"] for p in pairs])
+    lora_modules = backbone.projection_modules(job.targets)  # before peft wraps the projections
+    run = Run(backbone, job, settings, len(encoded))
+    if resume_from:
+        run.continue_from(resume_from, identity)
+        log.info("continuing from %s: %d of %d steps done", resume_from, len(run.rows), job.steps)
+    run_steps(run, backbone, runtime, encoded, job, settings)
+    record = training_record(job, settings, base, pairs_path, pairs, lora_modules, backbone, runtime, run)
+    save_adapter(run.model, run.rows, record, out_dir)
+    if state_out:
+        run.save(state_out, identity)
+    return record
+
+
+def training_record(job: AdapterJob, settings: dict[str, Any], base: modeljob.Base, pairs_path: str,
+                    pairs: list[dict[str, Any]], lora_modules: list[str], backbone: bb.Backbone,
+                    runtime: bb.Runtime, run: Run) -> dict[str, Any]:
+    """provenance.json of the adapter (the same whether the run continued another or not)."""
+    last = run.rows[-max(1, len(run.rows) // 10):]
+    return {
         "job": {"id": job.id, "strategy": job.strategy, "targets": job.targets, "size": job.size,
                 "steps": job.steps, "seed": job.seed},
         "settings": settings,
         "base": {"path": base.path, "sha256": base.sha256},
         "pairs": {"path": pairs_path, "ids": [p["id"] for p in pairs]},
         "lora_modules": lora_modules,
-        "trainable_parameters": sum(p.numel() for p in params),
+        "trainable_parameters": sum(p.numel() for p in run.params.values()),
         "runtime": bb.runtime_record(runtime, backbone.model),
-        "final_loss_mean_last_10pct": round(sum(r[3] for r in rows[-max(1, len(rows) // 10):])
-                                            / max(1, len(rows[-max(1, len(rows) // 10):])), 6),
+        "final_loss_mean_last_10pct": round(sum(r[3] for r in last) / max(1, len(last)), 6),
         "versions": provenance.versions(),
     }
-    save_adapter(model, rows, record, out_dir)
-    return record
 
 
 def save_adapter(model, rows: list[tuple], record: dict[str, Any], out_dir: str) -> None:

@@ -120,6 +120,14 @@ def sweep_adapter_dirs(wildcards):
     return [j.path for j in study.sweep_adapters(config, wildcards.strategy, int(wildcards.size), int(wildcards.steps))]
 
 
+def resume_state(wildcards):
+    """The state of the study's shorter run of this adapter, if it trains one (study.resumes_from)."""
+    job = study.AdapterJob(wildcards.strategy, wildcards.targets, int(wildcards.size), int(wildcards.steps),
+                           int(wildcards.seed))
+    shorter = study.resumes_from(config, job)
+    return [shorter.state] if shorter else []
+
+
 def corpus_pattern():
     return os.path.join(config["data"]["corpora_dir"], "{domain}.jsonl")
 

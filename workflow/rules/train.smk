@@ -1,12 +1,17 @@
-# One LoRA training job per (strategy, LoRA targets, data size, steps, seed).
+# One LoRA training job per (strategy, LoRA targets, data size, steps, seed). A job whose run the
+# study also trains for fewer steps continues that shorter job's state instead of starting at step 0
+# (src/anchormask/resume.py says why the adapter is the same): the sweep's 1,000-step run goes on from
+# its 300-step run, which goes on from its 100-step run (resume_state in common.smk).
 
 
 rule train_adapter:
     input:
         verified=rules.verify_base.output[0],
         pairs=config["data"]["pairs"],
+        resume=resume_state,
     output:
-        directory(study.ADAPTER_DIR),
+        adapter=directory(study.ADAPTER_DIR),
+        state=study.TRAIN_STATE,
     params:
         settings=lambda wc: as_json(study.train_settings(config, wc.strategy)),
         base=as_json(base_record()),

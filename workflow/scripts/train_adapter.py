@@ -1,4 +1,5 @@
-"""Snakemake script: the verified base + training pairs -> one LoRA adapter folder (anchormask.train)."""
+"""Snakemake script: the verified base + training pairs (+ the state of a shorter run of the same
+adapter, where the study trains one) -> one LoRA adapter folder and its final state (anchormask.train)."""
 
 import json
 
@@ -13,7 +14,9 @@ def main(smk):
     # The logging cadence is read from the config, not the params: the params are the adapter's identity,
     # and how often the log reports progress must not retrain it (study.TRAIN_KEYS).
     settings = study.with_log_cadence(json.loads(smk.params.settings), smk.config)
-    train.train(base, smk.input.pairs, job, settings, smk.output[0])
+    resume_from = smk.input.resume[0] if smk.input.resume else None
+    train.train(base, smk.input.pairs, job, settings, smk.output.adapter, state_out=smk.output.state,
+                resume_from=resume_from)
 
 
 main(snakemake)  # noqa: F821
