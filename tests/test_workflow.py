@@ -21,6 +21,7 @@ def test_default_dag_has_one_job_per_training_config_and_arm(default_dag):
     assert jobs["verify_base"] == 1 and jobs["retrieve"] == 9  # 5 domains of the main query set, 4 of the second
     assert jobs["aggregate"] == 1 and jobs["statistics"] == 1 and jobs["figure"] == 3
     assert jobs["samples"] == 1 and jobs["paper"] == 1
+    assert jobs["probe_maskcount_generate"] == 3  # one per arm, every k of the probe in it
 
 
 def test_the_docs_state_the_default_dags_job_count(default_dag):
@@ -84,14 +85,14 @@ def test_model_jobs_ask_for_memory_from_the_weights_size(repo, tmp_path):
         fh.truncate(16 * 2**30)
     overlay = tmp_path / "big.yaml"
     overlay.write_text(f"base:\n  path: {base}\n")
-    out = snakemake(repo, "-n", "--configfile", str(overlay), "--", "results/adapters/anchor_full_n144_s300_seed42",
+    out = snakemake(repo, "-n", "--configfile", str(overlay), "--", "results/adapters/reverse_full_n144_s300_seed42",
                     "results/generations/base.jsonl")
     text = out.stdout + out.stderr
     train_mem = [int(m) for m in re.findall(r"rule train_adapter:.*?\bmem_mb=(\d+)", text, re.S)]
     gpu = [int(m) for m in re.findall(r"gpu_mem_mb=(\d+)", text)]
     assert train_mem == [2 * 16 * 1024 + 2000] and sorted(gpu) == [math.ceil(16 * 1024 * 1.2) + 2000,
                                                                      math.ceil(16 * 1024 * 1.5) + 2000]
-    default = snakemake(repo, "-n", "results/adapters/anchor_full_n144_s300_seed42")
+    default = snakemake(repo, "-n", "results/adapters/reverse_full_n144_s300_seed42")
     assert re.search(r"rule train_adapter:.*?\bmem_mb=4000\b", default.stdout + default.stderr, re.S)
 
 

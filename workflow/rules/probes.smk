@@ -90,38 +90,43 @@ rule probe_lora:
         "../scripts/probe_lora.py"
 
 
-rule probe_maskcount_generate:
-    input:
-        verified=rules.verify_base.output[0],
-        retrieval=retrieval_files(["main"]),
-        adapters=arm_adapter_dirs,
-    output:
-        "results/probes/maskcount/{arm}_k{k}.jsonl",
-    wildcard_constraints:
-        k=r"[0-9]+",
-    params:
-        arm=lambda wc: as_json({"arm": wc.arm, **config["arms"][wc.arm]}),
-        sampler=lambda wc: as_json({**config["generation"], "extra_masks": int(wc.k)}),
-        base=as_json(base_record()),
-        code=code_digest_of("generate.py"),
-    log:
-        "results/logs/probes/maskcount_{arm}_k{k}.log",
-    benchmark:
-        "results/benchmarks/probes/maskcount_{arm}_k{k}.tsv"
-    threads: config["generation"]["threads"]
-    resources:
-        mem_mb=model_resources("generate")["mem_mb"],
-        gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
-        runtime=60,
-    conda:
-        ENV
-    script:
-        "../scripts/generate.py"
+# One job per arm generates every k of the probe (one JSONL each): the arm's model jobs then pay
+# the process start-up and model load once, not once per k. A k equal to generation.extra_masks is
+# the arm's main generation (same settings, same bytes) and is reused, not generated.
+MASKCOUNT_JSONL = "results/probes/maskcount/{arm}_k{k}.jsonl"
+MASKCOUNT_NEW_K = [k for k in MASKCOUNT_K if k != config["generation"]["extra_masks"]]
+
+if MASKCOUNT_NEW_K:
+
+    rule probe_maskcount_generate:
+        input:
+            verified=rules.verify_base.output[0],
+            retrieval=retrieval_files(["main"]),
+            adapters=arm_adapter_dirs,
+        output:
+            expand(MASKCOUNT_JSONL, arm="{arm}", k=MASKCOUNT_NEW_K),
+        params:
+            arm=lambda wc: as_json({"arm": wc.arm, **config["arms"][wc.arm]}),
+            samplers=as_json([{**config["generation"], "extra_masks": k} for k in MASKCOUNT_NEW_K]),
+            base=as_json(base_record()),
+            code=code_digest_of("probe_maskcount_generate.py"),
+        log:
+            "results/logs/probes/maskcount_{arm}.log",
+        benchmark:
+            "results/benchmarks/probes/maskcount_{arm}.tsv"
+        threads: config["generation"]["threads"]
+        resources:
+            mem_mb=model_resources("generate")["mem_mb"],
+            gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
+            runtime=60,
+        conda:
+            ENV
+        script:
+            "../scripts/probe_maskcount_generate.py"
 
 
-# k equal to generation.extra_masks is the arm's main generation (same settings, same bytes): reused.
 MASKCOUNT_FILES = [rules.generate_arm.output[0].format(arm=a) if k == config["generation"]["extra_masks"]
-                   else rules.probe_maskcount_generate.output[0].format(arm=a, k=k) for a, k in MASKCOUNT_RUNS]
+                   else MASKCOUNT_JSONL.format(arm=a, k=k) for a, k in MASKCOUNT_RUNS]
 
 
 rule probe_maskcount:

@@ -1,5 +1,4 @@
-"""Snakemake script: the verified base + training pairs (+ the state of a shorter run of the same
-adapter, where the study trains one) -> one LoRA adapter folder and its final state (anchormask.train)."""
+"""Snakemake script: the verified base + training pairs (+ a shorter run's state) -> one LoRA adapter and its state."""
 
 import json
 

@@ -1,0 +1,19 @@
+"""Snakemake script: one arm's mask-count probe generations, one JSONL per extra-mask count k (anchormask.generation)."""
+
+import json
+
+from anchormask import generation, modeljob, runlog, sampler
+
+
+def main(smk):
+    runlog.log_to(smk.log[0])
+    arm = json.loads(smk.params.arm)
+    base = modeljob.Base.from_config(json.loads(smk.params.base))
+    for out, spec in zip(smk.output, json.loads(smk.params.samplers), strict=True):
+        generation.run_arm(arm=arm["arm"], strategy=arm["strategy"], targets=arm["targets"],
+                           adapters=list(smk.input.adapters), retrieval_files=list(smk.input.retrieval),
+                           out=out, base=base, settings=sampler.SamplerSettings.from_config(spec),
+                           threads=smk.threads)
+
+
+main(snakemake)  # noqa: F821
