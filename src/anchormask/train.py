@@ -157,7 +157,7 @@ def run_steps(run: Run, backbone: bb.Backbone, runtime: bb.Runtime, encoded: lis
               job: AdapterJob, settings: dict[str, Any]) -> None:
     """Train from the run's current step up to ``job.steps``, appending one log row per step."""
     ratio_dist = masking.MaskRatio.from_config(settings["mask_ratio"])
-    progress = Progress(f"train {job.id}", job.steps, log_every=settings["log_every"])
+    progress = Progress(f"train {job.id}", job.steps, log_every=settings["log_every"], start_at=len(run.rows))
     for step in range(len(run.rows), job.steps):
         lr = lr_at(step, settings)
         for group in run.optimizer.param_groups:
