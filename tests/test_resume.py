@@ -69,3 +69,11 @@ def test_the_study_resumes_each_run_from_its_longest_shorter_adapter():
     assert len(trained) == len(set(trained)) == 17
     assert sum(j.steps - (study.resumes_from(config, j) or study.AdapterJob("", "", 0, 0, 0)).steps
                for j in trained) == 5 * 300 + 4 * 1000
+
+
+@pytest.mark.unit
+def test_a_run_goes_on_to_the_most_steps_the_study_trains_it_to():
+    config = study_config.load(REPO / "config.yaml")
+    assert study.run_length(config, study.AdapterJob("anchor", "full", 72, 100, 42)) == 1000
+    assert study.run_length(config, study.AdapterJob("anchor", "vo", 144, 300, 42)) == 300
+    assert study.run_length(config, study.AdapterJob("anchor", "vo", 144, 2000, 42)) == 2000

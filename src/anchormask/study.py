@@ -106,6 +106,11 @@ def resumes_from(config: dict[str, Any], job: AdapterJob) -> AdapterJob | None:
     return max(shorter, key=lambda j: j.steps, default=None)
 
 
+def run_length(config: dict[str, Any], job: AdapterJob) -> int:
+    """The most steps the study trains ``job``'s run to (its own steps, or a longer adapter's that continues it)."""
+    return max([job.steps] + [j.steps for j in trained_adapters(config) if j.same_run(job)])
+
+
 def domains(config: dict[str, Any]) -> list[str]:
     return [config["data"]["in_domain"], *config["data"]["held_out"]]
 

@@ -120,12 +120,21 @@ def sweep_adapter_dirs(wildcards):
     return [j.path for j in study.sweep_adapters(config, wildcards.strategy, int(wildcards.size), int(wildcards.steps))]
 
 
+def adapter_job(wildcards):
+    return study.AdapterJob(wildcards.strategy, wildcards.targets, int(wildcards.size), int(wildcards.steps),
+                            int(wildcards.seed))
+
+
 def resume_state(wildcards):
     """The state of the study's shorter run of this adapter, if it trains one (study.resumes_from)."""
-    job = study.AdapterJob(wildcards.strategy, wildcards.targets, int(wildcards.size), int(wildcards.steps),
-                           int(wildcards.seed))
-    shorter = study.resumes_from(config, job)
+    shorter = study.resumes_from(config, adapter_job(wildcards))
     return [shorter.state] if shorter else []
+
+
+def train_priority(wildcards):
+    """Long runs start first: a training job's priority is the steps its run goes on to in the study,
+    so the sweep's 1,000-step runs do not end the main job alone on one core."""
+    return study.run_length(config, adapter_job(wildcards))
 
 
 def corpus_pattern():

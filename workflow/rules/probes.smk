@@ -51,6 +51,8 @@ rule probe_attention:
     benchmark:
         "results/benchmarks/probes/attention.tsv"
     threads: config["generation"]["threads"]
+    # The longest model job after training: once its adapters exist, before the short generation jobs (0).
+    priority: 1
     resources:
         mem_mb=model_resources("generate")["mem_mb"],
         gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],

@@ -21,6 +21,7 @@ rule train_adapter:
     benchmark:
         f"results/benchmarks/train/{study.ADAPTER_ID}.tsv"
     threads: config["train"]["threads"]
+    priority: train_priority
     resources:
         mem_mb=model_resources("train")["mem_mb"],
         gpu_mem_mb=model_resources("train")["gpu_mem_mb"],
