@@ -122,14 +122,14 @@ def one_pass_attention_probe(backbone, runtime, requests, settings, monkeypatch)
     from anchormask.probes import attention
 
     results, passes, generate = [], [], sampler.generate
-    monkeypatch.setattr(sampler, "generate", lambda *args, **kwargs: results.append(generate(*args, **kwargs))
-                        or results[-1])
     handle = backbone.model.register_forward_pre_hook(lambda module, args: passes.append(1))
     try:
-        masses = attention.attention_probe(backbone, runtime, requests, settings)
+        with monkeypatch.context() as patch:
+            patch.setattr(sampler, "generate", lambda *args, **kwargs: results.append(generate(*args, **kwargs))
+                          or results[-1])
+            masses = attention.attention_probe(backbone, runtime, requests, settings)
     finally:
         handle.remove()
-        monkeypatch.undo()
     return masses, results[0], len(passes)
 
 
