@@ -85,3 +85,77 @@ def dry_run_jobs(workdir: Path, *args: str) -> dict[str, int]:
     """Rule -> job count from a dry run's job-stats table (empty when nothing is to be done)."""
     proc = snakemake(workdir, "-n", *args)
     return job_counts(proc.stdout + proc.stderr)
+
+
+def two_pass_attention_probe(backbone, runtime, requests, settings):
+    """The attention probe's per-query masses computed with a second forward pass per step: before each of
+    the sampler's passes, the observed input runs once more with ``output_attentions`` (or, for an ``sdpa``
+    family, while torch's SDPA is recorded). The reference the probe's one-pass reading must equal.
+    Returns (query id -> [layers, heads, 2], the sampler's results)."""
+    from anchormask import sampler
+    from anchormask.probes import attention
+
+    sums, steps = {}, {}
+
+    def observe(obs):
+        ids, mask = obs.input_ids.to(runtime.device), obs.attention_mask.to(runtime.device)
+        with runtime.autocast():
+            if backbone.family.attentions == "sdpa":
+                with attention.recorded_sdpa() as layers:
+                    backbone.hidden_states(ids, mask)
+            else:
+                layers = backbone.hidden_states(ids, mask, output_attentions=True)[1].attentions
+        rows = attention.attention_mass_rows(layers, *attention.observation_masks(obs))
+        for b, qid in enumerate(obs.query_ids):
+            if obs.masked[b].any():
+                sums[qid] = sums.get(qid, 0.0) + rows[b]
+                steps[qid] = steps.get(qid, 0) + 1
+
+    results = sampler.generate(backbone, runtime, requests, settings, observer=observe)
+    return {qid: sums[qid] / steps[qid] for qid in sums}, results
+
+
+def one_pass_attention_probe(backbone, runtime, requests, settings, monkeypatch):
+    """``attention.attention_probe`` with what it leaves unseen: (masses, the sampler's results, the model's
+    forward passes)."""
+    from anchormask import sampler
+    from anchormask.probes import attention
+
+    results, passes, generate = [], [], sampler.generate
+    handle = backbone.model.register_forward_pre_hook(lambda module, args: passes.append(1))
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(sampler, "generate", lambda *args, **kwargs: results.append(generate(*args, **kwargs))
+                          or results[-1])
+            masses = attention.attention_probe(backbone, runtime, requests, settings)
+    finally:
+        handle.remove()
+    return masses, results[0], len(passes)
+
+
+def forward_passes_of_plain_generation(backbone, runtime, requests, settings):
+    """(the sampler's results without an observer, the model's forward passes they took)."""
+    from anchormask import sampler
+
+    passes = []
+    handle = backbone.model.register_forward_pre_hook(lambda module, args: passes.append(1))
+    try:
+        return sampler.generate(backbone, runtime, requests, settings), len(passes)
+    finally:
+        handle.remove()
+
+
+def assert_one_pass_probe_equals_two_passes(backbone, runtime, requests, settings, monkeypatch):
+    """The probe reads the sampler's own pass: its masses equal the two-pass reference exactly (the same
+    forward on the same input, deterministic on the CPU), its tokens are the plain sampler's, and it runs
+    no forward pass beyond the sampler's."""
+    import numpy as np
+
+    want, want_results = two_pass_attention_probe(backbone, runtime, requests, settings)
+    got, got_results, got_passes = one_pass_attention_probe(backbone, runtime, requests, settings, monkeypatch)
+    plain_results, plain_passes = forward_passes_of_plain_generation(backbone, runtime, requests, settings)
+    assert set(got) == set(want) == {r.query_id for r in requests}
+    for qid in want:
+        assert got[qid].shape == want[qid].shape and np.array_equal(got[qid], want[qid]), qid
+    assert got_results == plain_results == want_results
+    assert got_passes == plain_passes > 0

@@ -15,7 +15,7 @@ import torch
 from anchormask import backbone as bb
 from anchormask import layout, sampler, train
 from anchormask.probes import attention
-from helpers import tiny_train_settings
+from helpers import assert_one_pass_probe_equals_two_passes, tiny_train_settings
 from tiny_families import BUILDERS, DREAM, FAMILIES, LLADA, REMOTE, build_llada, remote_code_runs
 
 pytestmark = pytest.mark.unit
@@ -254,6 +254,17 @@ def test_attention_probe_gives_probabilities_for_every_family(checkpoints, famil
     assert len(attentions) == 2
     for layer in attentions:
         assert layer.shape[-1] == ids.shape[1] and torch.allclose(layer.sum(-1), torch.ones(()), atol=1e-5)
+
+
+@pytest.mark.parametrize("family", REMOTE)
+def test_attention_probe_reads_the_sampler_s_own_pass_for_remote_families(checkpoints, family, monkeypatch):
+    if not runnable(family):
+        pytest.skip("remote code needs transformers 4.x")
+    b = bb.load_backbone(checkpoints[family], trust_remote_code=True, runtime=CPU)
+    b.model.eval()
+    requests = prompts(b, 4)
+    settings = sampler.SamplerSettings(answer_len=8, steps=4, batch_size=2, cfg_scale=1.0)  # two passes a step
+    assert_one_pass_probe_equals_two_passes(b, CPU, requests, settings, monkeypatch)
 
 
 def test_recorded_sdpa_matches_eager_attention(checkpoints):

@@ -8,11 +8,12 @@ import pandas as pd
 import pytest
 import torch
 
-from anchormask import adapters, sampler, tables
+from anchormask import adapters, generation, io, modeljob, sampler, tables
+from anchormask import backbone as bb
 from anchormask.probes import attention, lora, maskcount
 from anchormask.reporting import probe_figures, probe_markdown
 from anchormask.io import InputError
-from helpers import REPO, cpu_base
+from helpers import REPO, assert_one_pass_probe_equals_two_passes, cpu_base
 
 pytestmark = pytest.mark.unit
 
@@ -106,12 +107,24 @@ def test_attention_probe_on_a_tiny_model_gives_probabilities(tiny_model_dir, law
     assert (tmp_path / "a.png").stat().st_size > 1000
 
 
+@pytest.mark.parametrize("options", [{"batch_size": 2, "steps": 4}, {"cfg_scale": 1.0, "extra_masks": 2}],
+                         ids=["padded-batches", "guided"])
+def test_attention_probe_reads_the_sampler_s_own_pass(tiny_model_dir, law_retrieval, monkeypatch, options):
+    base = cpu_base(tiny_model_dir)
+    runtime = bb.pick_runtime("cpu")
+    backbone = modeljob.load(base, runtime, attn_implementation="eager")  # as attention_table loads it
+    requests = generation.requests_for(backbone, io.read_jsonl(law_retrieval))
+    assert len({len(r.prompt_ids) for r in requests}) > 1  # rows of one batch are padded
+    settings = sampler.SamplerSettings(answer_len=12, **{"steps": 3, **options})
+    assert_one_pass_probe_equals_two_passes(backbone, runtime, requests, settings, monkeypatch)
+
+
 def test_attention_probe_states_unavailability_instead_of_failing(tiny_model_dir, law_retrieval, tmp_path,
                                                                     monkeypatch):
     def refuse(backbone, *args):
         raise attention.AttentionUnavailable("no probabilities from this model")
 
-    monkeypatch.setattr(attention, "attention_forward", refuse)
+    monkeypatch.setattr(attention, "pass_attentions", refuse)
     base = cpu_base(tiny_model_dir)
     df = attention.attention_table([{"arm": "base", "strategy": None, "targets": None, "adapters": []}],
                                 [str(law_retrieval)], base, sampler.SamplerSettings(answer_len=12, steps=3))

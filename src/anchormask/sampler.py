@@ -41,6 +41,7 @@ token and its confidence come back).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -148,7 +149,10 @@ class Observation:
     query_ids: tuple[str, ...]
 
 
-Observer = Callable[[Observation], None]
+#: Called before each forward pass; a context manager it returns is entered around that step's
+#: forward (the guided one as well when cfg_scale > 0), so a probe can read what the sampler's own
+#: pass computes instead of running it again.
+Observer = Callable[[Observation], contextlib.AbstractContextManager | None]
 
 
 class AnchorTooLong(ValueError):
@@ -288,12 +292,13 @@ def _generate_batch(backbone: Backbone, runtime: Runtime, vocabulary: Vocabulary
             active = block & plan.takes_any(block_step, block.sum(1))[:, None]
             if not active.any():  # Dream's schedule commits nothing this step: no forward needed
                 continue
-            if observer is not None:
-                observer(Observation(step, ids.clone(), attention, starts, locked, settings.answer_len,
-                                     masked.clone(), tuple(r.query_id for r in requests)))
+            watch = None if observer is None else observer(Observation(
+                step, ids.clone(), attention, starts, locked, settings.answer_len, masked.clone(),
+                tuple(r.query_id for r in requests)))
             passes += active.any(1).long()
             rows, cols = active.nonzero(as_tuple=True)
-            logits = _logits(backbone, runtime, vocabulary, ids, attention, starts, rows, cols, settings)
+            with watch or contextlib.nullcontext():
+                logits = _logits(backbone, runtime, vocabulary, ids, attention, starts, rows, cols, settings)
             tokens, confidence = (t.cpu() for t in _propose(logits, settings, vocabulary, generators, rows))
             commit = _choose(confidence, rows, plan, block_step, block.sum(1), settings, generators)
             ids[rows[commit], cols[commit]] = tokens[commit]

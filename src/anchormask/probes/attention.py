@@ -1,12 +1,13 @@
 """Attention mass (probe 2 of docs/protocol.md, "Mechanism probes").
 
 Each arm (the base, and the base with one adapter merged) answers every retrieved query with the
-anchor locked, through ``sampler.generate``; before every denoising forward pass an observer runs
-the same input once more with ``output_attentions=True`` (the model loaded with
-``attn_implementation="eager"``) or, for families whose code refuses that (LLaDA, Dream), while
-recording torch's scaled_dot_product_attention, and measures, per layer and head, the attention
-probability that flows from the generated answer positions onto (a) the question prefix and (b)
-the locked anchor.
+anchor locked, through ``sampler.generate``. Its observer records the attention probabilities of
+each denoising step's own forward pass (one pass per step, not a second one): the pass is asked for
+``output_attentions`` (the model loaded with ``attn_implementation="eager"``, which computes them
+anyway) or, for families whose code refuses that (LLaDA, Dream), torch's scaled_dot_product_attention
+calls are recorded while the model's own calls run unchanged. From them it measures, per layer and
+head, the attention probability that flows from the generated answer positions onto (a) the
+question prefix and (b) the locked anchor.
 
 Our reading of the aggregation: for one query at one step, the *mass onto X* of a head is
 the mean over the query's generated-answer positions (every slot position after the
@@ -144,39 +145,87 @@ def recorded_sdpa():
         F.scaled_dot_product_attention = original
 
 
-def attention_forward(backbone, input_ids, attention_mask):
-    """The per-layer attention probabilities of one forward pass (the head swapped out: the probe
-    needs no logits): from ``output_attentions`` or, for families that cannot return them, from
-    recording torch's SDPA."""
+@contextlib.contextmanager
+def _sdpa_passes(model):
+    """Per forward pass of ``model`` inside the block, the SDPA probabilities it computed (one list
+    per pass, in call order; filled as the block exits)."""
+    passes: list[list[Any]] = []
+    starts: list[int] = []
+    with recorded_sdpa() as seen:
+        handle = model.register_forward_pre_hook(lambda module, args: starts.append(len(seen)))
+        try:
+            yield passes
+        finally:
+            handle.remove()
+    passes.extend(seen[a:b] for a, b in zip(starts, starts[1:] + [len(seen)]))
+
+
+@contextlib.contextmanager
+def _returned_passes(model):
+    """Per forward pass of ``model`` inside the block, the attentions it returns: each pass is asked
+    for ``output_attentions`` (with eager attention the probabilities it computes anyway, so its
+    other outputs are unchanged)."""
+    passes: list[Any] = []
+
+    def ask(module, args, kwargs):
+        return args, {**kwargs, "output_attentions": True}
+
+    def keep(module, args, output):
+        passes.append(getattr(output, "attentions", None))
+
+    handles = [model.register_forward_pre_hook(ask, with_kwargs=True), model.register_forward_hook(keep)]
+    try:
+        yield passes
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def recorded_attentions(backbone):
+    """A context manager: inside it, every forward pass of the backbone's model also records its per-layer
+    attention probabilities; it yields a list that holds, once the block is left, one entry per pass in call
+    order (read one with ``pass_attentions``). Families that return attentions are asked for them
+    (``output_attentions``); those whose code refuses that (LLaDA, Dream) have torch's SDPA recorded."""
     if backbone.family.attentions == "sdpa":
-        with recorded_sdpa() as seen:
-            backbone.hidden_states(input_ids, attention_mask)
-        if not seen:
-            raise AttentionUnavailable(f"{backbone.path}: the {backbone.family.name} model computed attention "
-                                       "without torch's scaled_dot_product_attention; its probabilities cannot "
-                                       "be recorded")
-        return seen
-    _, out = backbone.hidden_states(input_ids, attention_mask, output_attentions=True)
-    attentions = getattr(out, "attentions", None)
+        return _sdpa_passes(backbone.model)
+    return _returned_passes(backbone.model)
+
+
+def pass_attentions(backbone, passes: Sequence[Any], index: int = 0):
+    """The per-layer attention probabilities of pass ``index`` recorded by ``recorded_attentions``;
+    AttentionUnavailable when the model exposed none."""
+    attentions = passes[index] if len(passes) > index else None
+    if backbone.family.attentions == "sdpa" and not attentions:
+        raise AttentionUnavailable(f"{backbone.path}: the {backbone.family.name} model computed attention "
+                                   "without torch's scaled_dot_product_attention; its probabilities cannot "
+                                   "be recorded")
     if not attentions or any(a is None for a in attentions):
         raise AttentionUnavailable(f"{backbone.path}: the model returned no attention probabilities; load it "
                                    "with attn_implementation='eager' (SDPA and flash attention do not expose them)")
     return attentions
 
 
+def attention_forward(backbone, input_ids, attention_mask):
+    """The per-layer attention probabilities of one forward pass (the head swapped out: no logits needed)."""
+    with recorded_attentions(backbone) as passes:
+        backbone.hidden_states(input_ids, attention_mask)
+    return pass_attentions(backbone, passes)
+
+
 def attention_probe(backbone, runtime, requests, settings) -> dict[str, np.ndarray]:
-    """Query id -> [layers, heads, 2] mass (prefix, anchor), averaged over its denoising steps."""
+    """Query id -> [layers, heads, 2] mass (prefix, anchor), averaged over its denoising steps; read from
+    the sampler's own forward pass of each step (the observer records around it)."""
     from anchormask import sampler
 
     sums: dict[str, np.ndarray] = {}
     steps: dict[str, int] = {}
-    device = runtime.device
 
-    def observe(obs) -> None:
-        answer, prefix, locked_anchor = observation_masks(obs)
-        with runtime.autocast():
-            attentions = attention_forward(backbone, obs.input_ids.to(device), obs.attention_mask.to(device))
-        rows = attention_mass_rows(attentions, answer, prefix, locked_anchor)
+    @contextlib.contextmanager
+    def observe(obs):
+        with recorded_attentions(backbone) as passes:
+            yield
+        # Pass 0 is the step's pass on the observed input (cfg_scale > 0 adds one with the prompt masked).
+        rows = attention_mass_rows(pass_attentions(backbone, passes), *observation_masks(obs))
         active = obs.masked.any(1).tolist()
         for b, qid in enumerate(obs.query_ids):
             if active[b]:
