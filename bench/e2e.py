@@ -31,7 +31,7 @@ def benchmark_patterns(rules_dir: Path) -> list[tuple[str, re.Pattern, int]]:
     for smk in sorted(rules_dir.glob("*.smk")):
         rule, expecting = None, False
         for line in smk.read_text().splitlines():
-            if m := re.match(r"^(?:rule|checkpoint)\s+(\w+)\s*:", line):
+            if m := re.match(r"^\s*(?:rule|checkpoint)\s+(\w+)\s*:", line):  # a rule inside an `if` is indented
                 rule, expecting = m.group(1), False
             elif line.strip() == "benchmark:":
                 expecting = True

@@ -155,6 +155,8 @@ def test_dry_run_and_benchmark_tables_are_parsed(tmp_path):
              "train/random_full_n16_s6_seed42.tsv": "4.5\t0:00:04\t350.0\t900\n",
              "generate/anchor.tsv": "2.0\t0:00:02\t300.0\t900\n",
              "generate/sweep_anchor_n8_s3.tsv": "3.0\t0:00:03\t300.0\t900\n",
+             "probes/maskcount_anchor.tsv": "5.0\t0:00:05\t300.0\t900\n",  # a rule defined inside an `if`
+             "probes/lora.tsv": "0.5\t0:00:00\t200.0\t900\n",
              "verify_base.tsv": "1.0\t0:00:01\tNA\tNA\n",
              "unknown/x.tsv": "1.0\t0:00:01\tNA\tNA\n"}
     for name, row in files.items():
@@ -164,3 +166,4 @@ def test_dry_run_and_benchmark_tables_are_parsed(tmp_path):
     assert rules["train_adapter"] == {"jobs": 2, "s": 15.0, "max_rss_mib": 350.0}
     assert rules["generate_arm"]["s"] == 2.0 and rules["generate_sweep"]["s"] == 3.0
     assert rules["verify_base"]["s"] == 1.0 and rules["unknown"]["jobs"] == 1
+    assert rules["probe_maskcount_generate"]["s"] == 5.0 and rules["probe_lora"]["s"] == 0.5
