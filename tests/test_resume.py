@@ -49,6 +49,8 @@ def test_a_state_of_another_run_is_refused_naming_the_file_and_what_differs(tiny
     assert str(tmp_path / "short.st") in str(err.value) and "settings" in str(err.value)
     assert "Delete the file and rerun" in str(err.value)
     assert not (tmp_path / "long").exists()
+    with pytest.raises(train.AdapterError, match="2 steps into its run, this job trains 2"):  # not shorter: refused
+        _train(tiny_model_dir, tiny_pairs, tmp_path / "long", 2, resume_from=tmp_path / "short.st")
     (tmp_path / "broken.st").write_bytes(b"not a state")
     with pytest.raises(InputError, match="not a readable training state"):
         _train(tiny_model_dir, tiny_pairs, tmp_path / "long", 4, resume_from=tmp_path / "broken.st")

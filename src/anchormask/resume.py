@@ -37,10 +37,11 @@ def run_identity(job, settings: dict[str, Any], base_sha256: str | None, pair_id
             "base_sha256": base_sha256, "pairs": list(pair_ids)}
 
 
-def save_state(path: str | Path, *, identity: dict[str, Any], steps: int, params: dict[str, torch.Tensor],
+def save_state(path: str | Path, *, identity: dict[str, Any], params: dict[str, torch.Tensor],
                optimizer: torch.optim.Optimizer, generator: torch.Generator, pending: list[int],
                rows: list[tuple]) -> None:
-    """Write the state after ``steps`` steps, atomically. ``params``: the trainable tensors by name."""
+    """Write the state after the steps ``rows`` log (one row a step), atomically. ``params``: the
+    trainable tensors by name."""
     from safetensors.torch import save_file
 
     tensors = {f"lora/{name}": p.detach().cpu().contiguous() for name, p in params.items()}
@@ -50,14 +51,14 @@ def save_state(path: str | Path, *, identity: dict[str, Any], steps: int, params
     tensors |= {f"rng/{name}": state for name, state in _rng_states(generator).items()}
     # One metadata key: safetensors writes the metadata map in no fixed order, and the file must be
     # the same bytes from run to run.
-    meta = {"format": FORMAT, "identity": identity, "steps": steps, "pending": pending, "rows": [list(r) for r in rows]}
+    meta = {"format": FORMAT, "identity": identity, "pending": pending, "rows": [list(r) for r in rows]}
     with io.atomic_path(path) as tmp:
         save_file(tensors, str(tmp), metadata={"anchormask": io.canonical_json(meta)})
 
 
 def restore(path: str | Path, *, identity: dict[str, Any], params: dict[str, torch.Tensor],
-            optimizer: torch.optim.Optimizer, generator: torch.Generator) -> tuple[int, list[int], list[tuple]]:
-    """Load a saved state into a freshly built run; returns (steps done, pending batch order, log rows).
+            optimizer: torch.optim.Optimizer, generator: torch.Generator) -> tuple[list[int], list[tuple]]:
+    """Load a saved state into a freshly built run; returns (pending batch order, log rows: one per step done).
 
     Refuses a state of another run (any identity field differs) or of another format, naming the file.
     """
@@ -77,10 +78,10 @@ def restore(path: str | Path, *, identity: dict[str, Any], params: dict[str, tor
             p.copy_(_tensor(path, tensors, f"lora/{name}").to(p.device, p.dtype))
     _load_optimizer(path, optimizer, tensors)
     _set_rng_states(generator, tensors)
-    return meta["steps"], meta["pending"], [tuple(r) for r in meta["rows"]]
+    return meta["pending"], [tuple(r) for r in meta["rows"]]
 
 
-def _check_matches(path: Path, meta: dict[str, str], identity: dict[str, Any]) -> None:
+def _check_matches(path: Path, meta: dict[str, Any], identity: dict[str, Any]) -> None:
     if meta.get("format") != FORMAT:
         raise InputError(f"{path}: format {meta.get('format')!r}, expected {FORMAT!r}; delete it and rerun the "
                          "job that writes it")

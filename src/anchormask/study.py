@@ -6,7 +6,7 @@ the domains and query sets, and what a comparison selects.
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from anchormask import io, schemas
@@ -99,16 +99,21 @@ def trained_adapters(config: dict[str, Any]) -> list[AdapterJob]:
     return sorted(jobs)
 
 
+def _run_steps(config: dict[str, Any], job: AdapterJob) -> list[int]:
+    """The steps at which the study takes adapters of ``job``'s run (same strategy, targets, size, seed)."""
+    return [j.steps for j in trained_adapters(config) if j.same_run(job)]
+
+
 def resumes_from(config: dict[str, Any], job: AdapterJob) -> AdapterJob | None:
     """The adapter of the study that ``job``'s run passes through last: same strategy, targets, size and
     seed, the most steps below ``job``'s (resume.py says why the run can continue from its state)."""
-    shorter = [j for j in trained_adapters(config) if j.same_run(job) and j.steps < job.steps]
-    return max(shorter, key=lambda j: j.steps, default=None)
+    shorter = [steps for steps in _run_steps(config, job) if steps < job.steps]
+    return replace(job, steps=max(shorter)) if shorter else None
 
 
 def run_length(config: dict[str, Any], job: AdapterJob) -> int:
     """The most steps the study trains ``job``'s run to (its own steps, or a longer adapter's that continues it)."""
-    return max([job.steps] + [j.steps for j in trained_adapters(config) if j.same_run(job)])
+    return max([job.steps, *_run_steps(config, job)])
 
 
 def domains(config: dict[str, Any]) -> list[str]:

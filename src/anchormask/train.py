@@ -140,15 +140,16 @@ class Run:
         self.batches = Batches(n_pairs, settings["batch_size"], self.generator)
         self.rows: list[tuple] = []
 
-    def continue_from(self, state: str, identity: dict[str, Any]) -> None:
-        steps, self.batches.pending, self.rows = resume.restore(
+    def continue_from(self, state: str, identity: dict[str, Any], steps: int) -> None:
+        """Load a shorter run's state; a state of ``steps`` or more would not be continued but overrun."""
+        self.batches.pending, self.rows = resume.restore(
             state, identity=identity, params=self.params, optimizer=self.optimizer, generator=self.generator)
-        if steps != len(self.rows):
-            raise AdapterError(f"{state}: the state says {steps} steps but logs {len(self.rows)}; delete it and "
-                               "rerun the job that writes it")
+        if len(self.rows) >= steps:
+            raise AdapterError(f"{state}: the state is {len(self.rows)} steps into its run, this job trains {steps}; "
+                               "a run continues only a shorter one. Give the state of a shorter adapter")
 
     def save(self, state: str, identity: dict[str, Any]) -> None:
-        resume.save_state(state, identity=identity, steps=len(self.rows), params=self.params,
+        resume.save_state(state, identity=identity, params=self.params,
                           optimizer=self.optimizer, generator=self.generator, pending=self.batches.pending,
                           rows=self.rows)
 
@@ -192,7 +193,7 @@ def train(base: modeljob.Base, pairs_path: str, job: AdapterJob, settings: dict[
     lora_modules = backbone.projection_modules(job.targets)  # before peft wraps the projections
     run = Run(backbone, job, settings, len(encoded))
     if resume_from:
-        run.continue_from(resume_from, identity)
+        run.continue_from(resume_from, identity, job.steps)
         log.info("continuing from %s: %d of %d steps done", resume_from, len(run.rows), job.steps)
     run_steps(run, backbone, runtime, encoded, job, settings)
     record = training_record(job, settings, base, pairs_path, pairs, lora_modules, backbone, runtime, run)
