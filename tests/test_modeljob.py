@@ -1,5 +1,8 @@
 """The model job's set-up: the base block as a typed value, and loading with or without an adapter."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -43,3 +46,26 @@ def test_load_merges_the_adapter_into_the_base(tiny_model_dir, trained_adapter):
     changed = [n for (n, p), (_, q) in zip(plain.model.named_parameters(), adapted.model.named_parameters())
                if not torch.equal(p, q)]
     assert changed and all("attention" in n for n in changed)
+
+
+def test_finish_exits_zero_and_loses_no_buffered_line(tmp_path):
+    # stdout is a pipe here, so print() is block-buffered: without the flush the line would be lost.
+    log = tmp_path / "job.log"
+    script = ("import atexit, logging\n"
+              "from anchormask import modeljob, runlog\n"
+              f"runlog.log_to({str(log)!r})\n"
+              "atexit.register(print, 'teardown ran')\n"
+              "logging.getLogger('anchormask').info('last log line')\n"
+              "print('last stdout line')\n"
+              "modeljob.finish()\n"
+              "print('after finish')\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "last stdout line\n"  # nothing after finish(), and no interpreter teardown
+    assert "last log line" in log.read_text() and "last log line" in proc.stderr
+
+
+def test_the_heap_settings_take_where_the_c_library_is_glibc():
+    import platform
+
+    assert modeljob.keep_freed_memory() is (platform.libc_ver()[0] == "glibc")

@@ -100,7 +100,9 @@ def test_observer_sees_prefix_anchor_and_answer_positions(tiny_backbone):
     sampler.generate(backbone, runtime, reqs, sampler.SamplerSettings(answer_len=12, steps=3), observer=seen.append)
     assert [o.step for o in seen] == [0, 1, 2]
     first = seen[0]
-    for row, req in enumerate(reqs):
+    by_id = {r.query_id: r for r in reqs}
+    assert sorted(first.query_ids) == sorted(by_id)
+    for row, req in enumerate(by_id[q] for q in first.query_ids):  # rows in batch order (by prompt length)
         assert int(first.slot_start[row]) == len(req.prompt_ids) and int(first.locked[row]) == len(req.anchor_ids)
         assert int(first.masked[row].sum()) == 12 - len(req.anchor_ids)
 
@@ -168,3 +170,12 @@ def test_a_sequence_longer_than_the_model_allows_is_named_before_any_forward(tin
                                          rf"more than the base allows \(max_position_embeddings = 96 in .*config.json\); "
                                          rf"lower generation.answer_len .* to at most {fits}"):
         sampler.generate(backbone, runtime, reqs, sampler.SamplerSettings(answer_len=fits + 1, steps=1, extra_masks=4))
+
+
+def test_batches_hold_prompts_of_similar_length_and_results_come_back_in_request_order(tiny_backbone):
+    backbone, runtime = tiny_backbone
+    reqs = [sampler.Request(f"q{i}", list(range(1, 2 + n)), [10]) for i, n in enumerate([5, 1, 4, 2, 3])]
+    assert sampler._batches(backbone, reqs, 2) == [[1, 3], [4, 2], [0]]  # by prompt length, shortest first
+    settings = sampler.SamplerSettings(answer_len=6, steps=2, batch_size=2)
+    alone = [sampler.generate(backbone, runtime, [r], settings)[0] for r in reqs]
+    assert sampler.generate(backbone, runtime, reqs, settings) == alone

@@ -265,9 +265,10 @@ def end_token_id(backbone: Backbone, which: str, key: str = "logits_eos_inf") ->
 
 
 def _batches(backbone: Backbone, requests: list[Request], size: int) -> list[list[int]]:
-    """Request indices per batch: in order; for a family that ignores the padding mask, equal-length
-    prompts per batch (so no row is padded and none depends on its batch mates)."""
-    order = list(range(len(requests)))
+    """Request indices per batch, by prompt length (the shortest first), so that a batch pads little;
+    for a family that ignores the padding mask, equal-length prompts per batch (so no row is padded
+    and none depends on its batch mates)."""
+    order = sorted(range(len(requests)), key=lambda i: len(requests[i].prompt_ids))
     if backbone.family.honours_padding:
         return [order[i:i + size] for i in range(0, len(order), size)]
     by_length: dict[int, list[int]] = {}
