@@ -20,8 +20,8 @@ LINES = ["the river flows into the sea", "the sea", "the deepest lake of the wor
 def settings(**overrides) -> pretrain.PretrainSettings:
     values = dict(vocab_size=64, hidden_size=32, layers=1, heads=2, intermediate_size=64, max_positions=64,
                   seq_len=16, min_tokens=4, pair_share=0.5, tokens_per_batch=64, steps=4, lr=0.01,
-                  warmup_steps=1, decay_steps=2, weight_decay=0.0, min_mask_ratio=0.05, weighting="none",
-                  bf16=False, seed=0, log_every=1, checkpoint_every=2, eval_sequences=4)
+                  warmup_steps=1, decay_steps=2, restarts=(), weight_decay=0.0, min_mask_ratio=0.05, weighting="none",
+                  bf16=False, seed=0, log_every=1, checkpoint_every=2, snapshot_every=0, eval_sequences=4)
     return pretrain.PretrainSettings(**{**values, **overrides})
 
 

@@ -52,6 +52,7 @@ class PretrainSettings:
     lr: float
     warmup_steps: int
     decay_steps: int
+    restarts: tuple[int, ...]  # steps where a resumed run warmed up again after a finished decay
     weight_decay: float
     min_mask_ratio: float
     weighting: str  # none | inverse_t
@@ -59,6 +60,7 @@ class PretrainSettings:
     seed: int
     log_every: int
     checkpoint_every: int
+    snapshot_every: int  # 0: no snapshots
     eval_sequences: int
 
 
@@ -152,9 +154,15 @@ def diffusion_loss(model, ids: torch.Tensor, attention: torch.Tensor, mask_id: i
 
 
 def lr_factor(step: int, settings: PretrainSettings) -> float:
-    """Warm-up, constant, then linear decay to zero over the last ``decay_steps``."""
-    if step < settings.warmup_steps:
-        return (step + 1) / settings.warmup_steps
+    """Warm-up, constant, then linear decay to zero over the last ``decay_steps``.
+
+    A run resumed after its decay had reached zero lists the resume step in ``restarts``: from
+    there it warms up again over ``warmup_steps`` (a jump from zero to the peak rate would throw
+    away what the decay gained), so the schedule stays a function of the step alone.
+    """
+    since = step - max([0, *(r for r in settings.restarts if r <= step)])
+    if since < settings.warmup_steps:
+        return (since + 1) / settings.warmup_steps
     decay_start = settings.steps - settings.decay_steps
     if step < decay_start:
         return 1.0
@@ -262,14 +270,24 @@ def pretrain(train_lines: list[str], validation_lines: list[str], out_dir: str |
     step, history = _resume(checkpoint, settings, model, opt, gen)
     log.info("bf16 autocast: %s", settings.bf16 and bf16_supported())
     step = _train(model, opt, gen, tokenizer, sequences, held_out, settings, checkpoint, step, history)
-    with io.atomic_dir(out_dir) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+    save_checkpoint_folder(model, tokenizer, out_dir)
     return {"steps": step, "history": history, "tokens_seen": sum(h["tokens"] for h in history),
             "seconds": round(sum(h["seconds"] for h in history), 1),
             "parameters": sum(p.numel() for p in model.parameters()), "sequences": len(sequences),
             "sequence_tokens": n_tokens, "train_lines": len(train_lines),
             "bf16_autocast": settings.bf16 and bf16_supported(), "settings": dataclasses.asdict(settings)}
+
+
+def save_checkpoint_folder(model, tokenizer, out_dir: str | Path) -> None:
+    """A Hugging Face checkpoint folder (weights, config, tokenizer), written atomically."""
+    with io.atomic_dir(out_dir) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+
+
+def snapshot_dir(state_dir: str | Path, step: int) -> Path:
+    """Where the snapshot of ``step`` goes: beside the state, so a rerun keeps both."""
+    return Path(state_dir).parent / "snapshots" / f"step{step}"
 
 
 def _tokenizer(train_lines: list[str], tokenizer_dir: Path, settings: PretrainSettings):
@@ -340,6 +358,8 @@ def _train(model, opt, gen: torch.Generator, tokenizer, sequences: list[list[int
                                            tokens_seen - sum(h.get("tokens", 0) for h in history), start))
                 start = time.perf_counter()
                 checkpoint.save(model, opt, step, gen, history, settings)
+                if settings.snapshot_every and step % settings.snapshot_every == 0:
+                    save_checkpoint_folder(model, tokenizer, snapshot_dir(checkpoint.dir, step))
     return step
 
 
@@ -373,7 +393,7 @@ def settings_from(spec: dict) -> PretrainSettings:
     if missing or unknown:
         raise io.InputError(f"workflow/pretrain.yaml: settings: missing {sorted(missing)}, unknown "
                             f"{sorted(unknown)}; every key of PretrainSettings must be given once")
-    return PretrainSettings(**spec)
+    return PretrainSettings(**{**spec, "restarts": tuple(spec["restarts"])})
 
 
 def build_base(*, train_text: str | Path, validation_text: str | Path, out_dir: str | Path,
