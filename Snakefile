@@ -23,33 +23,22 @@ configfile: "config.yaml"
 report: "workflow/report/workflow.rst"
 
 
-include: "workflow/rules/common.smk"
-wildcard_constraints:
-    strategy="|".join(study.STRATEGIES),
-    targets="|".join(study.TARGETS),
-    size=r"[0-9]+",
-    steps=r"[0-9]+",
-    seed=r"[0-9]+",
-    domain="|".join(DOMAINS),
-    query_set="|".join(QUERY_SETS),
-    arm="|".join(ARMS),
-    figure="|".join(FIGURES),
+# Without `bases:` the workflow is the study of config's one base (workflow/study.smk), under results/;
+# with it, one instance of that study per base and the comparison across them (workflow/rules/bases.smk).
+if "bases" in config:
 
+    include: "workflow/rules/bases.smk"
 
-include: "workflow/rules/base.smk"
-include: "workflow/rules/train.smk"
-include: "workflow/rules/generate.smk"
-include: "workflow/rules/analyze.smk"
-include: "workflow/rules/figures.smk"
-include: "workflow/rules/probes.smk"
-include: "workflow/rules/report.smk"
+    rule all:
+        default_target: True
+        input:
+            bases_targets(),
 
+else:
 
-rule all:
-    default_target: True
-    input:
-        default_targets(),
+    include: "workflow/study.smk"
 
-
-# After every rule is defined: each rule's `code` param is its own script's import-closure digest.
-check_code_params()
+    rule all:
+        default_target: True
+        input:
+            default_targets(),

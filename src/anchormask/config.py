@@ -278,6 +278,15 @@ class ConfigLayers:
         return any(_has_path(content, path) for _, content in self.layers)
 
 
+def command_line_layers(settings) -> ConfigLayers:
+    """config.yaml, each --configfile and --config, in Snakemake's merge order (``settings``: the workflow's
+    ``config_settings``): errors name the one that set the bad value."""
+    import os
+
+    files = [(os.path.relpath(f), yaml_file(f)) for f in settings.configfiles]
+    return ConfigLayers((("config.yaml", yaml_file("config.yaml")), *files, ("--config", dict(settings.config or {}))))
+
+
 def setting(config: dict[str, Any], path: KeyPath) -> Any:
     """The value at ``path``, or the schema's default for it when the config does not set it (a config
     that Snakemake's validate has filled holds the defaults already; config.load's does not)."""

@@ -1,11 +1,6 @@
 # From generations to per-generation Parquet tables, bootstrap statistics and the headline table.
 
 
-localrules:
-    headline,
-    samples,
-
-
 # The comparison tables: the report's metric and content-word overlap on the main query set, and
 # the report's metric on the second query set when there is one.
 COMPARISON_TABLES = {
@@ -106,6 +101,7 @@ rule statistics_sweep:
 
 
 rule headline:
+    localrule: True
     input:
         comparisons=rules.statistics.output.comparisons,
         content=rules.statistics.output.content_comparisons,
@@ -136,6 +132,7 @@ rule headline:
 
 
 rule samples:
+    localrule: True
     input:
         generations=rules.gather_generations.output[0],
         table=rules.aggregate.output[0],

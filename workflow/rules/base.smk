@@ -1,11 +1,8 @@
 # The base checkpoint: verified against its pinned SHA-256 before anything uses it.
 
 
-localrules:
-    verify_base,
-
-
 rule verify_base:
+    localrule: True
     input:
         base_files(),
     output:
@@ -34,9 +31,9 @@ rule pretrain_text:
     input:
         study=study_text_files(),
     output:
-        train="results/pretrain/train.txt.gz",
-        validation="results/pretrain/validation.txt.gz",
-        record="results/pretrain/text_record.json",
+        train=local("results/pretrain/train.txt.gz"),
+        validation=local("results/pretrain/validation.txt.gz"),
+        record=local("results/pretrain/text_record.json"),
     params:
         # only the keys the text depends on: extending training must not rebuild the text
         text=as_json(pretrain_text_settings()),
@@ -60,7 +57,7 @@ rule pretrain_base:
         train=rules.pretrain_text.output.train,
         validation=rules.pretrain_text.output.validation,
     output:
-        checkpoint=directory("results/pretrain/base"),
+        checkpoint=directory(local("results/pretrain/base")),
     params:
         state_dir="results/pretrain/state",
         code=code_digest_of("pretrain_base.py"),

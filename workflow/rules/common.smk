@@ -10,6 +10,7 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from anchormask import audit as study_audit
+from anchormask import bases as study_bases
 from anchormask import codedigest
 from anchormask import config as study_config
 from anchormask import data as study_data
@@ -18,30 +19,28 @@ from anchormask import schemas as study_schemas
 from anchormask import study
 
 
-def config_layers():
-    """config.yaml, each --configfile and --config, in Snakemake's merge order: errors name the one
-    that set the bad value."""
-    settings = workflow.config_settings
-    files = [(os.path.relpath(f), study_config.yaml_file(f)) for f in settings.configfiles]
-    return study_config.ConfigLayers((("config.yaml", study_config.yaml_file("config.yaml")), *files,
-                                      ("--config", dict(settings.config or {}))))
-
-
-# --config values arrive as strings below the top level ('train={rank: 8}' gives '8'): typed first.
-study_config.apply_override_types(config, dict(workflow.config_settings.config or {}))
-CONFIG_LAYERS = config_layers()
+# Study of one base: the config Snakemake read (config.yaml, each --configfile, --config) is checked here.
+# One instance of the study per base (`bases:`): bases.smk has merged and checked each base's config
+# before loading its module, and the module's config is that merged config.
+BASE_STUDY = study_bases.loading_now()
+if BASE_STUDY is None:
+    # --config values arrive as strings below the top level ('train={rank: 8}' gives '8'): typed first.
+    study_config.apply_override_types(config, dict(workflow.config_settings.config or {}))
+    CONFIG_LAYERS = study_config.command_line_layers(workflow.config_settings)
+    # Our validator first (its messages name the source, the key and the allowed values), then
+    # Snakemake's, which also fills in the schema's defaults; both read the package's schema file
+    # (src/anchormask/schemas/config.schema.yaml). Then every data file and the base's limits.
+    study_config.validate(config, CONFIG_LAYERS.source_of)
+    validate(config, str(study_schemas.path("config")))
+    study_config.check_base(config, CONFIG_LAYERS.source_of)
+    study_data.check_all(config)
+    # Adapters deleted or cut short after outputs were made from them: Snakemake says "Nothing to be done".
+    # Existence and sizes only (no hashing), once per run, not in each job's own parse of the workflow.
+    if workflow.is_main_process:
+        sys.stderr.write(study_audit.format_damaged(study_audit.damaged_adapters()))
+else:
+    CONFIG_LAYERS = BASE_STUDY.layers
 CONFIG_SOURCES = CONFIG_LAYERS.source_of
-# Our validator first (its messages name the source, the key and the allowed values), then
-# Snakemake's, which also fills in the schema's defaults; both read the package's schema file
-# (src/anchormask/schemas/config.schema.yaml). Then every data file and the base's limits.
-study_config.validate(config, CONFIG_SOURCES)
-validate(config, str(study_schemas.path("config")))
-study_config.check_base(config, CONFIG_SOURCES)
-study_data.check_all(config)
-# Adapters deleted or cut short after outputs were made from them: Snakemake says "Nothing to be done".
-# Existence and sizes only (no hashing), once per run, not in each job's own parse of the workflow.
-if workflow.is_main_process:
-    sys.stderr.write(study_audit.format_damaged(study_audit.damaged_adapters()))
 
 PACKAGE = Path(workflow.basedir) / "src" / "anchormask"
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
@@ -165,6 +164,18 @@ def default_targets():
         expand([rules.figure.output.pdf, rules.figure.output.png], figure=FIGURES),
         probe_targets(),
     ]
+
+
+def flat_targets():
+    """The default target's files as one flat list (bases.smk asks each base's module for it)."""
+    flat = []
+    for item in default_targets():
+        flat += flat_targets_of(item)
+    return flat
+
+
+def flat_targets_of(item):
+    return [str(item)] if isinstance(item, str) else [f for sub in item for f in flat_targets_of(sub)]
 
 
 def study_text_files():

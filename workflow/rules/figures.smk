@@ -1,11 +1,8 @@
 # Figures, each as PDF and PNG, registered for `snakemake --report`.
 
 
-localrules:
-    figure,
-
-
 rule figure:
+    localrule: True
     input:
         # main and ablation read the generations table; sweep the sweep's statistics.
         lambda wc: rules.statistics_sweep.output[0] if wc.figure == "sweep" else rules.aggregate.output[0],

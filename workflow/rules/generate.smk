@@ -1,12 +1,8 @@
 # Retrieval of each query's locus statement, then locked-anchor generation per arm.
 
 
-localrules:
-    retrieve,
-    gather_generations,
-
-
 rule retrieve:
+    localrule: True
     input:
         corpus=corpus_pattern(),
         queries=query_file,
@@ -89,6 +85,7 @@ rule generate_sweep:
 
 
 rule gather_generations:
+    localrule: True
     input:
         expand(rules.generate_arm.output[0], arm=ARMS),
     output:

@@ -5,10 +5,6 @@
 # target is probe_targets() at the end (a lambda: snakemake --lint flags a file with a def and a rule).
 
 
-localrules:
-    probe_summary,
-
-
 PROBES = config["probes"]  # Snakemake's validate filled in the schema's defaults
 ADAPTER_ARMS = [a for a in ARMS if config["arms"][a]["strategy"] is not None]
 ATTENTION_ARMS = list(PROBES["attention_arms"])
@@ -178,6 +174,7 @@ PROBE_FILES = {
 
 
 rule probe_summary:
+    localrule: True
     input:
         comparisons=PROBE_FILES["comparisons"],
         ablation=PROBE_FILES["ablation"],

@@ -1,11 +1,8 @@
 # The study on one page: the body of the `snakemake --report` landing page (workflow/report/workflow.rst).
 
 
-localrules:
-    paper,
-
-
 rule paper:
+    localrule: True
     input:
         headline=rules.headline.output[0],
         samples=rules.samples.output[0],

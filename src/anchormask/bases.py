@@ -1,0 +1,148 @@
+"""Several bases in one run: the config's ``bases:`` mapping, each base's merged and checked config,
+and where its outputs go.
+
+Each entry of ``bases:`` is a name and a layer merged over the rest of the config (the path of a
+layer file such as ``config/bases/llada-8b-base.yaml``, or an inline mapping; ``{}`` keeps the
+config's own base). The workflow instantiates the whole study once per base as a Snakemake module
+whose ``results/`` paths are rewritten to ``results/bases/<name>/`` (workflow/rules/bases.smk), so
+one set of rules serves every base and a change to one base's layer reruns only its subtree.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.metadata
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from anchormask import config as study_config
+
+BASES_DIR = "results/bases"  # each base's study under BASES_DIR/<name>/, the tree results/ has without bases
+REMOTE_ENV = "bash .ci/setup remote, then .venv-remote/bin/snakemake (envs/requirements-remote.txt: transformers 4.46)"
+
+
+@dataclass
+class BaseStudy:
+    """One base's study: its name, where its layer came from, its merged config and the config's sources."""
+
+    name: str
+    source: str  # the layer file, or "bases.NAME" for an inline layer
+    config: dict[str, Any]
+    layers: study_config.ConfigLayers
+    targets: list[str] = field(default_factory=list)  # its default target, filled while its module loads
+
+    @property
+    def results(self) -> str:
+        return f"{BASES_DIR}/{self.name}"
+
+    @property
+    def module(self) -> str:
+        """The Snakemake module's name, a prefix of its rules' names: names may hold '-', identifiers not."""
+        return "base_" + self.name.replace("-", "_")
+
+    def rule(self, name: str) -> str:
+        """The name its instance of the study's rule ``name`` has in the workflow."""
+        return f"{self.module}_{name}"
+
+
+def merge(config: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
+    """``layer`` over ``config`` as Snakemake merges config files: mappings key by key, anything else replaced."""
+    merged = copy.deepcopy(config)
+    for key, value in layer.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def read_layer(name: str, entry: str | dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(the layer's source name, its content) for one entry of ``bases:``."""
+    if isinstance(entry, dict):
+        source, layer = f"bases.{name}", entry
+    else:
+        source = entry
+        if not Path(entry).is_file():
+            raise study_config.ConfigError(f"bases.{name}: layer file {entry!r} not found (relative to "
+                                           f"{Path.cwd()}); give its path from the working directory, or an "
+                                           "inline mapping ({} keeps the config's own base)")
+        layer = study_config.yaml_file(entry) or {}
+    if not isinstance(layer, dict):
+        raise study_config.ConfigError(f"{source} (bases.{name}): a layer is a mapping of config keys, got "
+                                       f"{type(layer).__name__}")
+    if "bases" in layer:
+        raise study_config.ConfigError(f"{source} (bases.{name}): a base's layer cannot set `bases`; remove it")
+    return source, layer
+
+
+def studies(config: dict[str, Any], layers: study_config.ConfigLayers) -> list[BaseStudy]:
+    """Every base's study, in ``bases:`` order, each merged config validated as a whole config and its base
+    checked (positions, folder); an error names the base, the layer file and the key."""
+    common = {k: v for k, v in config.items() if k != "bases"}
+    found = []
+    for name, entry in config["bases"].items():
+        source, layer = read_layer(name, entry)
+        layer_name = source if source == f"bases.{name}" else f"{source} (bases.{name})"
+        study = BaseStudy(name, source, merge(common, layer), study_config.ConfigLayers((*layers.layers,
+                                                                                          (layer_name, layer))))
+        with naming(study):
+            study_config.validate(study.config, study.layers.source_of)
+            study_config.check_base(study.config, study.layers.source_of)
+        found.append(study)
+    return found
+
+
+@contextmanager
+def naming(study: BaseStudy) -> Iterator[None]:
+    """A config error raised inside says which base it is about."""
+    try:
+        yield
+    except study_config.ConfigError as err:
+        raise study_config.ConfigError(f"bases.{study.name}: {err}") from None
+
+
+def remote_code(base_dir: str | Path) -> list[str]:
+    """The modelling code a checkpoint ships (config.json's auto_map), [] for one transformers itself knows."""
+    path = Path(base_dir) / "config.json"
+    auto_map = json.loads(path.read_text(encoding="utf-8")).get("auto_map") or {}
+    return sorted(set(auto_map.values()))
+
+
+def refuse_unloadable(found: list[BaseStudy], transformers_version: str | None = None) -> None:
+    """Refuse, before any job runs, a base whose modelling code the running transformers cannot load.
+
+    LLaDA's and Dream's code (trust_remote_code) loads under transformers 4.38-4.46 only; the 4.x
+    environment loads BERT-style checkpoints as well, so a mixed run belongs there.
+    """
+    version = transformers_version or importlib.metadata.version("transformers")
+    if int(version.split(".")[0]) < 5:
+        return
+    bad = [(s, remote_code(s.config["base"]["path"])) for s in found if s.config["base"].get("trust_remote_code")]
+    bad = [(s, code) for s, code in bad if code]
+    if bad:
+        lines = [f"bases.{s.name}: {s.config['base']['path']} ships modelling code ({', '.join(code)}) written "
+                 f"for transformers 4.38-4.46; this run has transformers {version}" for s, code in bad]
+        raise study_config.ConfigError("\n  ".join(lines) + f"\n  run the study in the 4.x environment, which "
+                                       f"loads every base of this run: {REMOTE_ENV}")
+
+
+_LOADING: list[BaseStudy] = []
+
+
+@contextmanager
+def loading(study: BaseStudy) -> Iterator[BaseStudy]:
+    """While a base's module loads, its study.smk asks ``loading_now`` which base it is."""
+    _LOADING.append(study)
+    try:
+        yield study
+    finally:
+        _LOADING.pop()
+
+
+def loading_now() -> BaseStudy | None:
+    """The base whose module is loading; None when the workflow is the study of one base."""
+    return _LOADING[-1] if _LOADING else None

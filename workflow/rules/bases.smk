@@ -1,0 +1,144 @@
+# Several bases in one run (config `bases:`, README "Several bases in one run"). Each base's study is
+# one instance of workflow/study.smk, a Snakemake module whose results/ paths are rewritten to
+# results/bases/<name>/, its rules named base_<name>_<rule>. Then the comparison across bases:
+# results/tables/bases.{md,parquet}, results/figures/bases.{pdf,png} and results/report/paper.html.
+
+import sys
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from anchormask import audit as study_audit
+from anchormask import bases as study_bases
+from anchormask import codedigest
+from anchormask import config as study_config
+from anchormask import data as study_data
+from anchormask import io as study_io
+from anchormask import schemas as study_schemas
+
+
+# The config Snakemake read, with `bases:`; then each base's merged config, checked as a whole (its
+# errors name the base, the layer file and the key), with the schema's defaults filled in.
+study_config.apply_override_types(config, dict(workflow.config_settings.config or {}))
+CONFIG_LAYERS = study_config.command_line_layers(workflow.config_settings)
+study_config.validate(config, CONFIG_LAYERS.source_of)
+BASE_STUDIES = study_bases.studies(config, CONFIG_LAYERS)
+for _base in BASE_STUDIES:
+    validate(_base.config, str(study_schemas.path("config")))
+    with study_bases.naming(_base):
+        study_data.check_all(_base.config)
+study_bases.refuse_unloadable(BASE_STUDIES)
+if workflow.is_main_process:
+    sys.stderr.write(study_audit.format_damaged(study_audit.damaged_adapters()))
+
+# The pretraining of the embedded base belongs to no base: its rules keep results/pretrain/ (local()
+# paths are not rewritten) and only the first base's instance defines them.
+PRETRAIN_RULES = ["pretrain_text", "pretrain_base"]
+for _i, _base in enumerate(BASE_STUDIES):
+    workflow.module(name=_base.module, snakefile=str(Path(workflow.basedir) / "workflow" / "study.smk"),
+                    config=_base.config, replace_prefix={"results/": f"{_base.results}/"})
+    # What `use rule * from MODULE as MODULE_*` compiles to, for a module named at run time.
+    with study_bases.loading(_base):
+        workflow.userule(rules=["*"], from_module=_base.module, exclude_rules=PRETRAIN_RULES if _i else [],
+                         name_modifier=f"{_base.module}_*", lineno=1)(lambda: None)
+
+
+def base_output(base, rule):
+    """The output of one base's instance of a study rule (rules.X.output: one source for every path)."""
+    return getattr(rules, base.rule(rule)).output
+
+
+def bases_code_digest(script):
+    return codedigest.script_code_digest(Path(workflow.basedir) / "workflow" / "scripts" / script,
+                                         Path(workflow.basedir) / "src" / "anchormask")
+
+
+def base_facts_inputs():
+    """Per base: its verification record, and its base evaluation where its report includes one."""
+    return {b.name: {"verified": base_output(b, "verify_base")[0],
+                     "evaluation": base_output(b, "evaluate_base").json if b.config["report"]["base_evaluation"]
+                     else None} for b in BASE_STUDIES}
+
+
+rule compare_bases:
+    localrule: True
+    input:
+        generations=[base_output(b, "aggregate")[0] for b in BASE_STUDIES],
+        comparisons=[base_output(b, "statistics").comparisons for b in BASE_STUDIES],
+        verified=[base_output(b, "verify_base")[0] for b in BASE_STUDIES],
+        evaluations=[f["evaluation"] for f in base_facts_inputs().values() if f["evaluation"]],
+    output:
+        markdown="results/tables/bases.md",
+        table="results/tables/bases.parquet",
+        differences="results/tables/bases_differences.parquet",
+    params:
+        bases=study_io.canonical_json([{"name": b.name, "source": b.source, "base": b.config["base"],
+                                        "comparisons": b.config["statistics"]["comparisons"],
+                                        "in_domain": b.config["data"]["in_domain"], **f}
+                                       for b, f in zip(BASE_STUDIES, base_facts_inputs().values())]),
+        settings=study_io.canonical_json({k: config["statistics"][k]
+                                          for k in ("resamples", "permutations", "confidence", "seed")}),
+        code=bases_code_digest("compare_bases.py"),
+    log:
+        "results/logs/compare_bases.log",
+    benchmark:
+        "results/benchmarks/compare_bases.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        "../../envs/anchormask.yaml"
+    script:
+        "../scripts/compare_bases.py"
+
+
+rule bases_figure:
+    localrule: True
+    input:
+        table=rules.compare_bases.output.table,
+    output:
+        pdf="results/figures/bases.pdf",
+        png=report("results/figures/bases.png", caption="../report/bases_figure.rst", category="0. Across bases"),
+    params:
+        code=bases_code_digest("bases_figure.py"),
+    log:
+        "results/logs/bases_figure.log",
+    benchmark:
+        "results/benchmarks/bases_figure.tsv"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    conda:
+        "../../envs/anchormask.yaml"
+    script:
+        "../scripts/bases_figure.py"
+
+
+rule bases_paper:
+    localrule: True
+    input:
+        markdown=rules.compare_bases.output.markdown,
+        figure=rules.bases_figure.output.png,
+        papers=[base_output(b, "paper")[0] for b in BASE_STUDIES],
+    output:
+        report("results/report/paper.html", caption="../report/bases_paper.rst", category="0. Across bases"),
+    params:
+        bases=[b.name for b in BASE_STUDIES],
+        code=bases_code_digest("bases_paper.py"),
+    log:
+        "results/logs/bases_paper.log",
+    benchmark:
+        "results/benchmarks/bases_paper.tsv"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    conda:
+        "../../envs/anchormask.yaml"
+    script:
+        "../scripts/bases_paper.py"
+
+
+def bases_targets():
+    """Every base's default target and the outputs across bases (the Snakefile's rule all)."""
+    return ([target for b in BASE_STUDIES for target in b.targets]
+            + [*rules.compare_bases.output, *rules.bases_figure.output, *rules.bases_paper.output])

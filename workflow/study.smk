@@ -1,0 +1,34 @@
+# The study of one base: every stage from verification to the report. The Snakefile includes it for
+# the config's base; with `bases:` each base is one instance of it, a module whose results/ paths are
+# rewritten to results/bases/<name>/ (workflow/rules/bases.smk).
+
+
+include: "rules/common.smk"
+
+
+wildcard_constraints:
+    strategy="|".join(study.STRATEGIES),
+    targets="|".join(study.TARGETS),
+    size=r"[0-9]+",
+    steps=r"[0-9]+",
+    seed=r"[0-9]+",
+    domain="|".join(DOMAINS),
+    query_set="|".join(QUERY_SETS),
+    arm="|".join(ARMS),
+    figure="|".join(FIGURES),
+
+
+include: "rules/base.smk"
+include: "rules/train.smk"
+include: "rules/generate.smk"
+include: "rules/analyze.smk"
+include: "rules/figures.smk"
+include: "rules/probes.smk"
+include: "rules/report.smk"
+
+
+if BASE_STUDY is not None:
+    BASE_STUDY.targets.extend(flat_targets())
+
+# After every rule is defined: each rule's `code` param is its own script's import-closure digest.
+check_code_params()
