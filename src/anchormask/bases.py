@@ -40,6 +40,16 @@ class BaseStudy:
         return f"{BASES_DIR}/{self.name}"
 
     @property
+    def replace_prefix(self) -> dict[str, str]:
+        """The module's path rewriting: every results/ path of its rules goes under ``results``."""
+        return {"results/": f"{self.results}/"}
+
+    def in_results(self, path: str) -> str:
+        """``replace_prefix`` for a path that reaches a job some other way than its input or output (a param)."""
+        (old, new), = self.replace_prefix.items()
+        return new + path[len(old):] if path.startswith(old) else path
+
+    @property
     def module(self) -> str:
         """The Snakemake module's name, a prefix of its rules' names: names may hold '-', identifiers not."""
         return "base_" + self.name.replace("-", "_")

@@ -36,7 +36,7 @@ if workflow.is_main_process:
 PRETRAIN_RULES = ["pretrain_text", "pretrain_base"]
 for _i, _base in enumerate(BASE_STUDIES):
     workflow.module(name=_base.module, snakefile=str(Path(workflow.basedir) / "workflow" / "study.smk"),
-                    config=_base.config, replace_prefix={"results/": f"{_base.results}/"})
+                    config=_base.config, replace_prefix=_base.replace_prefix)
     # What `use rule * from MODULE as MODULE_*` compiles to, for a module named at run time.
     with study_bases.loading(_base):
         workflow.userule(rules=["*"], from_module=_base.module, exclude_rules=PRETRAIN_RULES if _i else [],

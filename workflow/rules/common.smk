@@ -54,6 +54,12 @@ QUERY_SETS = study.query_sets(config)
 FIGURES = ["main", "sweep", "ablation"]  # the {figure} wildcard's values; the default target and the report have each
 
 
+def in_results(path):
+    """A results/ path as this study's jobs see it: under results/bases/<name>/ in a run with several bases.
+    Snakemake rewrites inputs, outputs and logs itself; a param that carries a path goes through here."""
+    return path if BASE_STUDY is None else BASE_STUDY.in_results(path)
+
+
 def code_digest_of(script):
     """The `code` param of the rules that run workflow/scripts/<script>, the SHA-256 of the package modules
     in the script's import closure (anchormask.codedigest).

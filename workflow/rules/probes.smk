@@ -17,10 +17,10 @@ _UNKNOWN_ARMS = [a for a in ATTENTION_ARMS if a not in ARMS]
 if _UNKNOWN_ARMS:
     raise study_config.ConfigError(f"{CONFIG_SOURCES(('probes', 'attention_arms'))}: probes.attention_arms: unknown "
                             f"arm(s) {', '.join(_UNKNOWN_ARMS)}; arms: {', '.join(ARMS)}")
-ATTENTION_SPECS = [{"arm": a, **config["arms"][a], "adapters": [j.path for j in study.arm_adapters(config, a)]}
+ATTENTION_SPECS = [{"arm": a, **config["arms"][a], "adapters": [in_results(j.path) for j in study.arm_adapters(config, a)]}
                    for a in ATTENTION_ARMS]
 LORA_SPECS = [{"arm": a, "strategy": config["arms"][a]["strategy"], "targets": config["arms"][a]["targets"],
-               "path": j.path} for a in ADAPTER_ARMS for j in study.arm_adapters(config, a)]
+               "path": in_results(j.path)} for a in ADAPTER_ARMS for j in study.arm_adapters(config, a)]
 MASKCOUNT_RUNS = [(a, k) for a in MASKCOUNT_ARMS for k in MASKCOUNT_K]
 
 
@@ -28,7 +28,7 @@ rule probe_attention:
     input:
         verified=rules.verify_base.output[0],
         retrieval=retrieval_files(["main"]),
-        adapters=[d for spec in ATTENTION_SPECS for d in spec["adapters"]],
+        adapters=[j.path for a in ATTENTION_ARMS for j in study.arm_adapters(config, a)],
     output:
         table="results/probes/attention.parquet",
         pdf="results/probes/attention.pdf",
@@ -61,7 +61,7 @@ rule probe_attention:
 
 rule probe_lora:
     input:
-        adapters=[spec["path"] for spec in LORA_SPECS],
+        adapters=[j.path for a in ADAPTER_ARMS for j in study.arm_adapters(config, a)],
     output:
         layers="results/probes/lora_norms.parquet",
         table="results/probes/lora_shares.parquet",
