@@ -116,6 +116,16 @@ def test_a_bad_command_line_value_is_blamed_on_the_command_line(repo, tmp_path):
     assert "config.yaml: train.rank" not in out
 
 
+def test_an_out_of_range_train_value_prints_one_line_about_it(repo):
+    """It used to print a false line first: train: ... ('log_every' was unexpected) (issue 39)."""
+    proc = snakemake(repo, "-n", "--config", "train={rank: 0}", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert [line for line in out.splitlines() if "train" in line] == [
+        "  --config: train.rank: 0 is out of range; allowed: {'minimum': 1, 'maximum': 1024}"]
+    assert "log_every" not in out and "nevaluated" not in out
+
+
 def test_yaml_syntax_error_in_config_names_the_line(tmp_path):
     broken = copy_repo(tmp_path)
     config = broken / "config.yaml"
