@@ -1,10 +1,11 @@
 """The DAG as Snakemake builds it: job counts, targets by path, and errors at DAG build."""
 
 import re
+from pathlib import Path
 
 import pytest
 
-from helpers import REPO, TINY, copy_repo, dry_run_jobs, snakemake
+from helpers import REPO, TINY, copy_repo, dry_run_jobs, kill, removed_line, snakemake, start_writer
 
 pytestmark = pytest.mark.workflow
 
@@ -124,6 +125,17 @@ def test_an_out_of_range_train_value_prints_one_line_about_it(repo):
     assert [line for line in out.splitlines() if "train" in line] == [
         "  --config: train.rank: 0 is out of range; allowed: {'minimum': 1, 'maximum': 1024}"]
     assert "log_every" not in out and "nevaluated" not in out
+
+
+def test_a_resumed_run_removes_and_names_what_a_killed_figure_job_left(tmp_path):
+    """kill -9 during a figure job left results/figures/.tmp-ablation.png-*, which no run removed (issue 39)."""
+    repo = copy_repo(tmp_path)
+    target = Path("results/figures/ablation.png")
+    pid = kill(start_writer(repo / target))
+    (leftover,) = (repo / target.parent).glob(".tmp-ablation.png-*")
+    proc = snakemake(repo, "-n")
+    assert removed_line(leftover.relative_to(repo), target, pid) in proc.stderr.splitlines()
+    assert not leftover.exists()
 
 
 def test_yaml_syntax_error_in_config_names_the_line(tmp_path):

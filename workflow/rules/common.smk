@@ -42,6 +42,7 @@ study_data.check_all(config)
 # Existence and sizes only (no hashing), once per run, not in each job's own parse of the workflow.
 if workflow.is_main_process:
     sys.stderr.write(study_audit.format_damaged(study_audit.damaged_adapters()))
+    study_io.sweep_temporaries("results")  # a killed writer's leftovers: removed, one stderr line each
 
 PACKAGE = Path(workflow.basedir) / "src" / "anchormask"
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
