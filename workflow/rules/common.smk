@@ -38,11 +38,13 @@ study_config.validate(config, CONFIG_SOURCES)
 validate(config, str(study_schemas.path("config")))
 study_config.check_base(config, CONFIG_SOURCES)
 study_data.check_all(config)
+ANCHOR_LENGTHS = study_data.check_anchor_lengths(config)  # a statement too long to be an anchor stops here
 # Adapters deleted or cut short after outputs were made from them: Snakemake says "Nothing to be done".
 # Existence and sizes only (no hashing), once per run, not in each job's own parse of the workflow.
 if workflow.is_main_process:
     sys.stderr.write(study_audit.format_damaged(study_audit.damaged_adapters()))
     study_io.sweep_temporaries("results")  # a killed writer's leftovers: removed, one stderr line each
+    sys.stderr.write(study_data.format_truncations(config, ANCHOR_LENGTHS))  # anchors cut to fit, once
 
 PACKAGE = Path(workflow.basedir) / "src" / "anchormask"
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
