@@ -159,3 +159,40 @@ def assert_one_pass_probe_equals_two_passes(backbone, runtime, requests, setting
         assert got[qid].shape == want[qid].shape and np.array_equal(got[qid], want[qid]), qid
     assert got_results == plain_results == want_results
     assert got_passes == plain_passes > 0
+
+
+# Writes half a file through the atomic writer, says so, and blocks until it is killed.
+WRITER = """
+import sys, time
+from anchormask import io
+with io.atomic_path(sys.argv[1]) as tmp:
+    tmp.write_bytes(b"half a figure")
+    print("writing", flush=True)
+    time.sleep(600)
+"""
+
+
+def start_writer(target: Path) -> "subprocess.Popen":
+    """A writer of ``target`` blocked mid-write (its temporary exists, the target not yet)."""
+    import os
+    import subprocess
+    import sys
+
+    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))  # this checkout's
+    env = {**os.environ, "PYTHONPATH": path}
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout.readline() == "writing\n", "the writer ended before it wrote"
+    return proc
+
+
+def kill(proc: "subprocess.Popen") -> int:
+    import signal
+
+    proc.send_signal(signal.SIGKILL)  # no cleanup runs: what a kill -9 of the workflow does to a job
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    return proc.pid
+
+
+def removed_line(tmp: Path, target: Path, pid: int) -> str:
+    return f"removed {tmp}: a half-written temporary of {target}, left by a writer (pid {pid}) that no longer runs"

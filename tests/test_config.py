@@ -230,3 +230,54 @@ def test_an_adapters_settings_leave_out_the_logging_cadence_that_its_run_is_give
     cfg["train"]["log_every"] = 7
     assert "log_every" not in identity and study.train_settings(cfg, "anchor") == identity
     assert study.run_settings(cfg, "anchor") == dict(sorted({**identity, "log_every": 7}.items()))
+
+
+# --------------------------------------------------------------------------- only true lines (issue 39)
+# jsonschema calls a key that a failing allOf/$ref branch declares "unevaluated": train.rank: 0 used to
+# print "train: Unevaluated properties are not allowed ('log_every' was unexpected)" before the real line.
+
+TRAIN_KEYS = ("alpha, batch_size, default, dropout, gradient_checkpointing, log_every, loss, lr, mask_ratio, "
+              "overrides, rank, seeds, seq_len, subset, threads, tv_weight, warmup_steps, weight_decay")
+OVERRIDE_KEYS = ("alpha, batch_size, dropout, gradient_checkpointing, log_every, loss, lr, mask_ratio, rank, "
+                 "seq_len, subset, threads, tv_weight, warmup_steps, weight_decay")
+
+
+@pytest.mark.parametrize("train, lines", [
+    ({"rank": 0}, ["config.yaml: train.rank: 0 is out of range; allowed: {'minimum': 1, 'maximum': 1024}"]),
+    ({"lr": -0.001}, ["config.yaml: train.lr: -0.001 is out of range; allowed: {'exclusiveMinimum': 0, 'maximum': 1}"]),
+    ({"rank": "sixteen"}, ["config.yaml: train.rank: 'sixteen' is not of type 'integer'"]),
+    ({"log_every": 0}, ["config.yaml: train.log_every: 0 is out of range; allowed: {'minimum': 1}"]),
+    ({"rnak": 8}, [f"config.yaml: train: unknown key 'rnak' (did you mean 'rank'?); allowed keys here: {TRAIN_KEYS}"]),
+    ({"rnak": 8, "rank": 0}, [f"config.yaml: train: unknown key 'rnak' (did you mean 'rank'?); allowed keys here: "
+                              f"{TRAIN_KEYS}",
+                              "config.yaml: train.rank: 0 is out of range; allowed: {'minimum': 1, 'maximum': 1024}"]),
+    ({"overrides": {"anchor": {"rank": 0, "lr": 0.002}}},
+     ["config.yaml: train.overrides.anchor.rank: 0 is out of range; allowed: {'minimum': 1, 'maximum': 1024}"]),
+    ({"overrides": {"anchor": {"rnak": 4, "lr": 0.002}}},
+     [f"config.yaml: train.overrides.anchor: unknown key 'rnak' (did you mean 'rank'?); allowed keys here: "
+      f"{OVERRIDE_KEYS}"]),
+])
+def test_a_train_key_error_prints_only_true_lines(default, train, lines):
+    cfg = copy.deepcopy(default)
+    cfg["train"].update(copy.deepcopy(train))
+    assert problems_of(cfg) == "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def test_a_nested_command_line_train_value_out_of_range_prints_one_line(default):
+    """What `snakemake -n --config 'train={rank: 0}'` hands over: the string '0', typed, then checked."""
+    overrides = {"train": {"rank": "0"}}
+    cfg = copy.deepcopy(default)
+    cfg["train"]["rank"] = "0"
+    config.apply_override_types(cfg, overrides)
+    layers = config.ConfigLayers((("config.yaml", default), ("--config", overrides)))
+    with pytest.raises(config.ConfigError) as err:
+        config.validate(cfg, layers.source_of)
+    assert str(err.value) == ("invalid configuration:\n  --config: train.rank: 0 is out of range; "
+                              "allowed: {'minimum': 1, 'maximum': 1024}")
+
+
+def test_several_unknown_keys_are_named_together(default):
+    cfg = copy.deepcopy(default)
+    cfg["train"].update({"rnak": 8, "zeta": 1})
+    assert problems_of(cfg) == f"invalid configuration:\n  config.yaml: train: unknown keys 'rnak', 'zeta'; " \
+                               f"allowed keys here: {TRAIN_KEYS}"

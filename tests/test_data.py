@@ -172,3 +172,95 @@ def test_the_second_query_set_is_checked_like_the_first(tmp_path):
         data.check_all(cfg)
     write_lines(tmp_path / "alt" / "law.jsonl", ['{"id": "law-a1", "query": "And?", "gold_id": "law-1"}\n'])
     assert data.check_all(cfg)["alt_queries:law"] == 1
+
+
+# --------------------------------------------------------------------------- statements as anchors (issue 39)
+
+BASE = REPO / "data" / "base"  # max_position_embeddings 128
+OUTLIER = "Courts decide cases between parties under the law. " * 400  # one statement pasted 400 times
+
+
+def _anchor_study(tmp_path, answer_len=24, **edits):
+    cfg = _study(tmp_path, **edits)
+    return cfg | {"base": {"path": str(BASE)}, "generation": {"answer_len": answer_len},
+                  "retrieval": {"k1": 1.5, "b": 0.75}}
+
+
+def _law(text: str) -> dict:
+    return {"corpora__law.jsonl": ['{"id": "law-1", "text": "Courts decide cases."}\n',
+                                   f'{{"id": "law-2", "text": "{text.strip()}"}}\n']}
+
+
+def _generation_tokens(text: str) -> int:
+    """The anchor's tokens as the generation job counts them (layout.anchor_ids with the base's tokenizer)."""
+    from transformers import AutoTokenizer
+
+    from anchormask import layout
+
+    return len(layout.anchor_ids(AutoTokenizer.from_pretrained(BASE), text.strip()))
+
+
+def test_a_statement_longer_than_the_bases_positions_is_named_with_file_line_length_and_fix(tmp_path):
+    n = _generation_tokens(OUTLIER)
+    with pytest.raises(io.InputError) as err:
+        data.check_anchor_lengths(_anchor_study(tmp_path, **_law(OUTLIER)))
+    assert str(err.value) == (
+        f"statements that cannot serve as an anchor (counted in tokens of {BASE}/tokenizer.json):\n"
+        f"  {tmp_path}/corpora/law.jsonl: line 2: statement 'law-2' has {n} tokens, more than the 128 positions "
+        f"the base reads (max_position_embeddings in {BASE}/config.json): as an anchor it would keep only its "
+        "first 23; shorten or split the statement")
+
+
+def test_a_statement_of_more_than_twice_the_answer_slot_is_named_with_the_fix(tmp_path):
+    text = "Courts decide cases between parties under the law. " * 7
+    n = _generation_tokens(text)
+    assert 2 * 24 < n <= 128, n
+    with pytest.raises(io.InputError) as err:
+        data.check_anchor_lengths(_anchor_study(tmp_path, **_law(text)))
+    assert str(err.value).splitlines()[1] == (
+        f"  {tmp_path}/corpora/law.jsonl: line 2: statement 'law-2' has {n} tokens, more than 2 × "
+        "generation.answer_len = 48: as an anchor it would keep only its first 23; shorten or split the "
+        f"statement, or raise generation.answer_len to at least {-(-n // 2)}")
+    data.check_anchor_lengths(_anchor_study(tmp_path, answer_len=-(-n // 2), **_law(text)))  # the fix it names
+
+
+def test_without_a_tokenizer_json_whitespace_words_bound_the_tokens(tmp_path):
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "config.json").write_text((BASE / "config.json").read_text())
+    cfg = _anchor_study(tmp_path, **_law(OUTLIER))
+    cfg["base"]["path"] = str(base)
+    with pytest.raises(io.InputError) as err:
+        data.check_anchor_lengths(cfg)
+    assert str(err.value).splitlines()[:2] == [
+        f"statements that cannot serve as an anchor (counted in whitespace words, fewer than tokens: {base} has "
+        "no readable tokenizer.json):",
+        f"  {tmp_path}/corpora/law.jsonl: line 2: statement 'law-2' has 3200 tokens, more than the 128 positions "
+        f"the base reads (max_position_embeddings in {base}/config.json): as an anchor it would keep only its "
+        "first 23; shorten or split the statement"]
+
+
+def test_anchors_that_will_be_truncated_are_summarised_in_one_line(tmp_path):
+    text = ("Courts decide cases between parties under the law of the land and the rules of procedure there, "
+            "as courts do in every county.")
+    n = _generation_tokens(text)
+    assert 24 <= n <= 48, n
+    cfg = _anchor_study(tmp_path, **{"corpora__law.jsonl": [
+        f'{{"id": "law-1", "text": "{text}"}}\n']})
+    line = (f"anchors of generation.answer_len = 24 tokens or more, 1 of the main query set's 2, {{}}: law-q1: "
+            f"{tmp_path}/corpora/law.jsonl:1 (law-1, {n} tokens); raise generation.answer_len to {n + 1} to keep "
+            "every anchor whole\n")
+    assert data.format_truncations(cfg, data.check_anchor_lengths(cfg)) == "WARNING: " + line.format(
+        "are truncated to answer_len − 1 = 23 tokens (anchor_truncated in their records)")
+    cfg["generation"]["long_anchor"] = "fail"
+    assert data.format_truncations(cfg, data.check_anchor_lengths(cfg)) == "WARNING: " + line.format(
+        "stop their generation jobs (generation.long_anchor: fail)")
+    cfg["generation"]["answer_len"] = n + 1
+    assert data.format_truncations(cfg, data.check_anchor_lengths(cfg)) == ""
+
+
+def test_the_default_study_has_no_statement_too_long_and_no_anchor_truncated():
+    from anchormask import config
+
+    cfg = config.load(REPO / "config.yaml")
+    assert data.format_truncations(cfg, data.check_anchor_lengths(cfg)) == ""

@@ -1,10 +1,11 @@
 """The DAG as Snakemake builds it: job counts, targets by path, and errors at DAG build."""
 
 import re
+from pathlib import Path
 
 import pytest
 
-from helpers import REPO, TINY, copy_repo, dry_run_jobs, snakemake
+from helpers import REPO, TINY, copy_repo, dry_run_jobs, kill, removed_line, snakemake, start_writer
 
 pytestmark = pytest.mark.workflow
 
@@ -114,6 +115,51 @@ def test_a_bad_command_line_value_is_blamed_on_the_command_line(repo, tmp_path):
     assert "--config: train.rank: 'eight' is not of type 'integer'" in out
     assert "overlay.yaml: generation.steps: 0 is out of range" in out
     assert "config.yaml: train.rank" not in out
+
+
+def test_an_out_of_range_train_value_prints_one_line_about_it(repo):
+    """It used to print a false line first: train: ... ('log_every' was unexpected) (issue 39)."""
+    proc = snakemake(repo, "-n", "--config", "train={rank: 0}", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert [line for line in out.splitlines() if "train" in line] == [
+        "  --config: train.rank: 0 is out of range; allowed: {'minimum': 1, 'maximum': 1024}"]
+    assert "log_every" not in out and "nevaluated" not in out
+
+
+def test_a_resumed_run_removes_and_names_what_a_killed_figure_job_left(tmp_path):
+    """kill -9 during a figure job left results/figures/.tmp-ablation.png-*, which no run removed (issue 39)."""
+    repo = copy_repo(tmp_path)
+    target = Path("results/figures/ablation.png")
+    pid = kill(start_writer(repo / target))
+    (leftover,) = (repo / target.parent).glob(".tmp-ablation.png-*")
+    proc = snakemake(repo, "-n")
+    assert removed_line(leftover.relative_to(repo), target, pid) in proc.stderr.splitlines()
+    assert not leftover.exists()
+
+
+def test_an_outlier_statement_stops_the_dag_build_naming_file_line_and_fix(tmp_path):
+    """A statement pasted 400 times used to be cut to 23 tokens with one WARNING per query (issue 39)."""
+    broken = copy_repo(tmp_path)
+    corpus = broken / "data" / "corpora" / "law.jsonl"
+    outlier = "Courts decide cases between parties under the law. " * 400
+    corpus.write_text(corpus.read_text() + f'{{"id": "law-049", "text": "{outlier.strip()}"}}\n')
+    proc = snakemake(broken, "-n", "--config", "generation={answer_len: 24}", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "statements that cannot serve as an anchor (counted in tokens of data/base/tokenizer.json):" in out
+    assert re.search(r"data/corpora/law.jsonl: line 49: statement 'law-049' has \d+ tokens, more than the 128 "
+                     r"positions the base reads \(max_position_embeddings in data/base/config.json\): as an anchor "
+                     r"it would keep only its first 23; shorten or split the statement", out)
+
+
+def test_anchors_that_will_be_truncated_are_summarised_once_at_the_top_of_the_run(repo):
+    proc = snakemake(repo, "-n", "--config", "generation={answer_len: 24}")
+    summary = [line for line in proc.stderr.splitlines() if "answer_len" in line]
+    assert len(summary) == 1 and summary[0].startswith(
+        "WARNING: anchors of generation.answer_len = 24 tokens or more, 3 of the main query set's 63 and 9 of "
+        "the alt query set's 48, are truncated to answer_len − 1 = 23 tokens")
+    assert "answer_len" not in snakemake(repo, "-n").stderr  # the default 48 cuts none
 
 
 def test_yaml_syntax_error_in_config_names_the_line(tmp_path):

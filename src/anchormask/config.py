@@ -56,13 +56,41 @@ def _choices(alternatives: list[dict], root: dict) -> list[str]:
     return found
 
 
+_KEY_VALIDATORS = ("additionalProperties", "unevaluatedProperties")
+
+
+def _unknown_keys(error, root: dict) -> list[str]:
+    """The keys of the object that no schema of its node declares.
+
+    jsonschema also calls a declared key "unevaluated" when the allOf/$ref branch declaring it fails
+    (train.rank: 0 made train.log_every "unexpected"): that branch's own error names the real problem.
+    """
+    allowed = set(_allowed_keys(error.schema, root))
+    return sorted(str(k) for k in error.instance if k not in allowed)
+
+
+def _unknown_text(unknown: list[str], allowed: list[str]) -> str:
+    import difflib
+
+    if len(unknown) > 1:
+        return f"unknown keys {', '.join(map(repr, unknown))}"
+    close = difflib.get_close_matches(unknown[0], allowed, n=1)
+    return f"unknown key {unknown[0]!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+
+
+def _true(error, root: dict) -> bool:
+    """False for a key error that names no unknown key (a failing branch's echo, reported on its own)."""
+    return error.validator not in _KEY_VALIDATORS or bool(_unknown_keys(error, root))
+
+
 def _describe(error, root: dict) -> str:
     validator, value = error.validator, error.validator_value
     if validator == "enum":
         return f"{error.instance!r} is not allowed; allowed values: {', '.join(map(repr, value))}"
-    if validator in ("additionalProperties", "unevaluatedProperties"):
+    if validator in _KEY_VALIDATORS:
         allowed = _allowed_keys(error.schema, root)
-        return f"{error.message}; allowed keys here: {', '.join(allowed) or '(none)'}"
+        unknown = _unknown_text(_unknown_keys(error, root), allowed)
+        return f"{unknown}; allowed keys here: {', '.join(allowed) or '(none)'}"
     if validator in ("oneOf", "anyOf") and _choices(value, root):
         return f"{error.instance!r} is not allowed; allowed values: {', '.join(_choices(value, root))}"
     if validator == "minItems" and not error.instance:
@@ -95,7 +123,7 @@ def schema_problems(document: Any, name: str) -> list[tuple[KeyPath, str]]:
     schema = schemas.document(name)
     errors = jsonschema.Draft202012Validator(schema).iter_errors(document)
     return [(tuple(e.absolute_path), _describe(e, schema))
-            for e in sorted(errors, key=lambda e: list(map(str, e.absolute_path)))]
+            for e in sorted(errors, key=lambda e: list(map(str, e.absolute_path))) if _true(e, schema)]
 
 
 def schema_document() -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Atomic, deterministic file output and strict JSONL input.
 
 Every artefact is written to a hidden temporary sibling and renamed into place, so a
-killed job leaves either the complete file or nothing that looks like it.
+killed job leaves either the complete file or nothing that looks like it. The temporary's name
+carries its writer's process id and host (``.tmp-NAME-pidPID@HOST-XXXXXXXX``), so that a kill's
+leftovers can be told from a running writer's and removed (``sweep_temporaries``).
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ import contextlib
 import gzip
 import json
 import os
+import re
 import shutil
+import socket
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -30,9 +35,91 @@ def pretty_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
 
 
+# ---------------------------------------------------------------------------------------------
+# Temporaries. A writer killed with SIGKILL (or the machine going down) runs no cleanup, so its
+# temporary stays; the name says whose it was, and a temporary whose process is gone is removed.
+
+_HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())[:40] or "host"
+# mkstemp / mkdtemp end the name with 8 of [a-z0-9_]; a host has no "@", so the last "-pid…@" is ours.
+_TEMPORARY = re.compile(r"\.tmp-(?P<target>.+)-pid(?P<pid>\d+)@(?P<host>[A-Za-z0-9._-]+)-[a-z0-9_]+")
+_EARLIER = re.compile(r"\.tmp-(?P<target>.+)-[a-z0-9_]{8}")  # before the name carried its writer
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (a zombie, killed but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
+
+
+def _stale(name: str) -> re.Match | None:
+    """The name's parts when it is a temporary of this host's writer that no longer runs."""
+    match = _TEMPORARY.fullmatch(name)
+    if match and match["host"] == _HOST and not _alive(int(match["pid"])):
+        return match
+    return None
+
+
+def _remove(tmp: Path, match: re.Match, log) -> Path:
+    if tmp.is_dir() and not tmp.is_symlink():
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        tmp.unlink(missing_ok=True)
+    log.write(f"removed {tmp}: a half-written temporary of {tmp.parent / match['target']}, left by a writer "
+              f"(pid {match['pid']}) that no longer runs\n")
+    return tmp
+
+
+def _unowned_note(tmp: Path, match: re.Match | None, log) -> None:
+    """A temporary whose writer this host cannot check is named, not removed: it may still be written."""
+    writer = (f"a writer on host {match['host']} (pid {match['pid']}), which this host cannot check" if match
+              else "an earlier version's writer, whose name does not say which process wrote it")
+    log.write(f"kept {tmp}: a temporary of {writer}; delete it if no job is writing there\n")
+
+
+def sweep_temporaries(root: str | os.PathLike[str] = "results", log=None) -> list[Path]:
+    """Remove every temporary under ``root`` whose writer (a process of this host) no longer runs, with a
+    line per file on ``log`` (stderr); those of other hosts, and those named the earlier way, are named
+    only. A running writer's temporary is never touched. Returns the removed paths."""
+    log = log or sys.stderr
+    removed, pending = [], [Path(root)]
+    while pending:
+        try:
+            entries = sorted(os.scandir(pending.pop()), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            path, ours = Path(entry.path), _TEMPORARY.fullmatch(entry.name)
+            if ours and ours["host"] == _HOST:  # a running writer's stays, and its inside is its own
+                removed += [_remove(path, ours, log)] if not _alive(int(ours["pid"])) else []
+            elif ours or _EARLIER.fullmatch(entry.name):
+                _unowned_note(path, ours, log)
+            elif entry.is_dir(follow_symlinks=False):
+                pending.append(path)
+    return removed
+
+
+def _sweep_own(path: Path) -> None:
+    """A writer starting on ``path`` removes what a killed writer of the same target left there."""
+    prefix = f".tmp-{path.name}-"
+    for entry in sorted(os.scandir(path.parent), key=lambda e: e.name):
+        match = _stale(entry.name) if entry.name.startswith(prefix) else None
+        if match and match["target"] == path.name:
+            _remove(Path(entry.path), match, sys.stderr)
+
+
 def _tmp_sibling(path: Path, *, directory: bool) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    prefix = f".tmp-{path.name}-"
+    _sweep_own(path)
+    prefix = f".tmp-{path.name}-pid{os.getpid()}@{_HOST}-"
     if directory:
         return Path(tempfile.mkdtemp(prefix=prefix, dir=path.parent))
     fd, name = tempfile.mkstemp(prefix=prefix, dir=path.parent)

@@ -23,13 +23,19 @@ study_config.apply_override_types(config, dict(workflow.config_settings.config o
 CONFIG_LAYERS = study_config.command_line_layers(workflow.config_settings)
 study_config.validate(config, CONFIG_LAYERS.source_of)
 BASE_STUDIES = study_bases.studies(config, CONFIG_LAYERS)
+ANCHOR_LENGTHS = {}
 for _base in BASE_STUDIES:
     validate(_base.config, str(study_schemas.path("config")))
     with study_bases.naming(_base):
         study_data.check_all(_base.config)
+        ANCHOR_LENGTHS[_base.name] = study_data.check_anchor_lengths(_base.config)
 study_bases.refuse_unloadable(BASE_STUDIES)
 if workflow.is_main_process:
     sys.stderr.write(study_audit.format_damaged(study_audit.damaged_adapters()))
+    study_io.sweep_temporaries("results")
+    for _base in BASE_STUDIES:
+        _truncated = study_data.format_truncations(_base.config, ANCHOR_LENGTHS[_base.name])
+        sys.stderr.write(f"bases.{_base.name}: {_truncated}" if _truncated else "")
 
 # The pretraining of the embedded base belongs to no base: its rules keep results/pretrain/ (local()
 # paths are not rewritten) and only the first base's instance defines them.

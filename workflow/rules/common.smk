@@ -34,10 +34,13 @@ if BASE_STUDY is None:
     validate(config, str(study_schemas.path("config")))
     study_config.check_base(config, CONFIG_LAYERS.source_of)
     study_data.check_all(config)
+    anchor_lengths = study_data.check_anchor_lengths(config)  # a statement too long to be an anchor stops here
     # Adapters deleted or cut short after outputs were made from them: Snakemake says "Nothing to be done".
     # Existence and sizes only (no hashing), once per run, not in each job's own parse of the workflow.
     if workflow.is_main_process:
         sys.stderr.write(study_audit.format_damaged(study_audit.damaged_adapters()))
+        study_io.sweep_temporaries("results")  # a killed writer's leftovers: removed, one stderr line each
+        sys.stderr.write(study_data.format_truncations(config, anchor_lengths))  # anchors cut to fit, once
 else:
     CONFIG_LAYERS = BASE_STUDY.layers
 CONFIG_SOURCES = CONFIG_LAYERS.source_of
