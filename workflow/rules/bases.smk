@@ -3,39 +3,8 @@
 # results/bases/<name>/, its rules named base_<name>_<rule>. Then the comparison across bases:
 # results/tables/bases.{md,parquet}, results/figures/bases.{pdf,png} and results/report/paper.html.
 
-import sys
-from pathlib import Path
+include: "bases_common.smk"
 
-from snakemake.utils import validate
-
-from anchormask import audit as study_audit
-from anchormask import bases as study_bases
-from anchormask import codedigest
-from anchormask import config as study_config
-from anchormask import data as study_data
-from anchormask import io as study_io
-from anchormask import schemas as study_schemas
-
-
-# The config Snakemake read, with `bases:`; then each base's merged config, checked as a whole (its
-# errors name the base, the layer file and the key), with the schema's defaults filled in.
-study_config.apply_override_types(config, dict(workflow.config_settings.config or {}))
-CONFIG_LAYERS = study_config.command_line_layers(workflow.config_settings)
-study_config.validate(config, CONFIG_LAYERS.source_of)
-BASE_STUDIES = study_bases.studies(config, CONFIG_LAYERS)
-ANCHOR_LENGTHS = {}
-for _base in BASE_STUDIES:
-    validate(_base.config, str(study_schemas.path("config")))
-    with study_bases.naming(_base):
-        study_data.check_all(_base.config)
-        ANCHOR_LENGTHS[_base.name] = study_data.check_anchor_lengths(_base.config)
-study_bases.refuse_unloadable(BASE_STUDIES)
-if workflow.is_main_process:
-    sys.stderr.write(study_audit.format_damaged(study_audit.damaged_adapters()))
-    study_io.sweep_temporaries("results")
-    for _base in BASE_STUDIES:
-        _truncated = study_data.format_truncations(_base.config, ANCHOR_LENGTHS[_base.name])
-        sys.stderr.write(f"bases.{_base.name}: {_truncated}" if _truncated else "")
 
 # The pretraining of the embedded base belongs to no base: its rules keep results/pretrain/ (local()
 # paths are not rewritten) and only the first base's instance defines them.
@@ -47,23 +16,6 @@ for _i, _base in enumerate(BASE_STUDIES):
     with study_bases.loading(_base):
         workflow.userule(rules=["*"], from_module=_base.module, exclude_rules=PRETRAIN_RULES if _i else [],
                          name_modifier=f"{_base.module}_*", lineno=1)(lambda: None)
-
-
-def base_output(base, rule):
-    """The output of one base's instance of a study rule (rules.X.output: one source for every path)."""
-    return getattr(rules, base.rule(rule)).output
-
-
-def bases_code_digest(script):
-    return codedigest.script_code_digest(Path(workflow.basedir) / "workflow" / "scripts" / script,
-                                         Path(workflow.basedir) / "src" / "anchormask")
-
-
-def base_facts_inputs():
-    """Per base: its verification record, and its base evaluation where its report includes one."""
-    return {b.name: {"verified": base_output(b, "verify_base")[0],
-                     "evaluation": base_output(b, "evaluate_base").json if b.config["report"]["base_evaluation"]
-                     else None} for b in BASE_STUDIES}
 
 
 rule compare_bases:
@@ -142,9 +94,3 @@ rule bases_paper:
         "../../envs/anchormask.yaml"
     script:
         "../scripts/bases_paper.py"
-
-
-def bases_targets():
-    """Every base's default target and the outputs across bases (the Snakefile's rule all)."""
-    return ([target for b in BASE_STUDIES for target in b.targets]
-            + [*rules.compare_bases.output, *rules.bases_figure.output, *rules.bases_paper.output])

@@ -1,0 +1,57 @@
+# Several bases in one run: each base's checked config, its instance of workflow/study.smk (a module),
+# and the helpers of the rules across bases (bases.smk).
+
+import sys
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from anchormask import audit as study_audit
+from anchormask import bases as study_bases
+from anchormask import codedigest
+from anchormask import config as study_config
+from anchormask import data as study_data
+from anchormask import io as study_io
+from anchormask import schemas as study_schemas
+
+
+# The config Snakemake read, with `bases:`; then each base's merged config, checked as a whole (its
+# errors name the base, the layer file and the key), with the schema's defaults filled in.
+study_config.apply_override_types(config, dict(workflow.config_settings.config or {}))
+CONFIG_LAYERS = study_config.command_line_layers(workflow.config_settings)
+study_config.validate(config, CONFIG_LAYERS.source_of)
+BASE_STUDIES = study_bases.studies(config, CONFIG_LAYERS)
+ANCHOR_LENGTHS = {}
+for _base in BASE_STUDIES:
+    validate(_base.config, str(study_schemas.path("config")))
+    with study_bases.naming(_base):
+        study_data.check_all(_base.config)
+        ANCHOR_LENGTHS[_base.name] = study_data.check_anchor_lengths(_base.config)
+study_bases.refuse_unloadable(BASE_STUDIES)
+if workflow.is_main_process:
+    sys.stderr.write(study_audit.format_damaged(study_audit.damaged_adapters()))
+    study_io.sweep_temporaries("results")
+    for _base in BASE_STUDIES:
+        _truncated = study_data.format_truncations(_base.config, ANCHOR_LENGTHS[_base.name])
+        sys.stderr.write(f"bases.{_base.name}: {_truncated}" if _truncated else "")
+
+def base_output(base, rule):
+    """The output of one base's instance of one of the study's rules, by name; one source for every path."""
+    return getattr(rules, base.rule(rule)).output
+
+
+def bases_code_digest(script):
+    return codedigest.script_code_digest(Path(workflow.basedir) / "workflow" / "scripts" / script,
+                                         Path(workflow.basedir) / "src" / "anchormask")
+
+
+def base_facts_inputs():
+    """Per base: its verification record, and its base evaluation where its report includes one."""
+    return {b.name: {"verified": base_output(b, "verify_base")[0],
+                     "evaluation": base_output(b, "evaluate_base").json if b.config["report"]["base_evaluation"]
+                     else None} for b in BASE_STUDIES}
+
+def bases_targets():
+    """Every base's default target and the outputs across bases (the Snakefile's rule all)."""
+    return ([target for b in BASE_STUDIES for target in b.targets]
+            + [*rules.compare_bases.output, *rules.bases_figure.output, *rules.bases_paper.output])
