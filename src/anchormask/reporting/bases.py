@@ -87,14 +87,24 @@ def bases_table(facts: Sequence[Mapping[str, Any]], comparisons: Mapping[str, pd
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
+def _headline_cell(block: pd.DataFrame, split: str) -> str:
+    """The base's anchor/random ratio over one split, with its interval; — where it has no such comparison."""
+    rows = block[(block["a"] == FIGURE_COMPARISON["a"]) & (block["b"] == FIGURE_COMPARISON["b"])
+                 & (block["selector"] == f"split={split}")]
+    return ratio_cell(rows.iloc[0]) if len(rows) else "—"
+
+
 def _facts_markdown(table: pd.DataFrame) -> list[str]:
     lines = ["| base | family | parameters | layout | accuracy @15% (corpora) | accuracy @15% (validation) "
-             "| distinct-2 |", "|---|---|---:|---|---:|---:|---:|"]
-    for _, row in table.drop_duplicates("base").iterrows():
+             "| distinct-2 | held-out anchor/random | in-domain anchor/random |",
+             "|---|---|---:|---|---:|---:|---:|---|---|"]
+    for base, block in table.groupby("base", sort=False):
+        row = block.iloc[0]
         params = "n/a" if pd.isna(row["parameters"]) else f"{int(row['parameters']):,}"
-        lines.append(f"| {row['base']} | {row['family'] or 'n/a'} | {params} | {row['layout']} | "
+        lines.append(f"| {base} | {row['family'] or 'n/a'} | {params} | {row['layout']} | "
                      f"{number(row['corpora_accuracy_15'])} | {number(row['validation_accuracy_15'])} | "
-                     f"{number(row['distinct_2'])} |")
+                     f"{number(row['distinct_2'])} | {_headline_cell(block, 'held_out')} | "
+                     f"{_headline_cell(block, 'in_domain')} |")
     return lines
 
 
@@ -128,7 +138,8 @@ def bases_markdown(table: pd.DataFrame, differences: pd.DataFrame, settings: Map
         "# The study across bases", "",
         "## The bases", "", *_facts_markdown(table), "",
         "Accuracy: masked-token accuracy at 15% masking from the base evaluation (n/a where it did not run: "
-        "`report.base_evaluation` in the base's layer).", "",
+        "`report.base_evaluation` in the base's layer); distinct-2 of the base's own generations there. "
+        f"anchor/random: a/b of mean corpus_overlap with its {level} interval, as in each base's headline.", "",
         f"## Each base's comparisons (a/b of mean corpus_overlap, {level} interval, Holm p within the base)", "",
         *_side_by_side_markdown(table), "",
         "## Differences between bases", "",
