@@ -255,7 +255,7 @@ def check_anchor_lengths(config: dict) -> tuple[list[Statement], str]:
     config_json = Path(config["base"]["path"]) / "config.json"
     positions = max_positions(io.read_json(config_json)) if config_json.is_file() else None
     answer_len = config["generation"]["answer_len"]
-    limit = min(ANCHOR_MARGIN * answer_len, *([positions[1]] if positions else []))
+    limit = min([ANCHOR_MARGIN * answer_len, *([positions[1]] if positions else [])])
     bad = [_anchor_problem(s, answer_len, positions, config_json) for s in statements if s.tokens > limit]
     if bad:
         shown = bad[:20] + ([f"... and {len(bad) - 20} more"] if len(bad) > 20 else [])

@@ -36,7 +36,7 @@ rule compare_bases:
                                        for b, f in zip(BASE_STUDIES, base_facts_inputs().values())]),
         settings=study_io.canonical_json({k: config["statistics"][k]
                                           for k in ("resamples", "permutations", "confidence", "seed")}),
-        code=bases_code_digest("compare_bases.py"),
+        code=code_digest_of("compare_bases.py"),
     log:
         "results/logs/compare_bases.log",
     benchmark:
@@ -58,7 +58,7 @@ rule bases_figure:
         pdf="results/figures/bases.pdf",
         png=report("results/figures/bases.png", caption="../report/bases_figure.rst", category="0. Across bases"),
     params:
-        code=bases_code_digest("bases_figure.py"),
+        code=code_digest_of("bases_figure.py"),
     log:
         "results/logs/bases_figure.log",
     benchmark:
@@ -82,7 +82,7 @@ rule bases_paper:
         report("results/report/paper.html", caption="../report/bases_paper.rst", category="0. Across bases"),
     params:
         bases=[b.name for b in BASE_STUDIES],
-        code=bases_code_digest("bases_paper.py"),
+        code=code_digest_of("bases_paper.py"),
     log:
         "results/logs/bases_paper.log",
     benchmark:

@@ -40,7 +40,8 @@ def base_output(base, rule):
     return getattr(rules, base.rule(rule)).output
 
 
-def bases_code_digest(script):
+def code_digest_of(script):
+    """The `code` param of a rule across bases: its script's import-closure digest (as common.smk's)."""
     return codedigest.script_code_digest(Path(workflow.basedir) / "workflow" / "scripts" / script,
                                          Path(workflow.basedir) / "src" / "anchormask")
 
