@@ -155,3 +155,30 @@ def test_llada_and_dream_checkpoints_score_and_generate(family, tmp_path):
     assert math.isfinite(ll) and ll < 0 and isinstance(greedy, bool)
     text = model.generate_until(instances("generate_until", [("which river", {"until": ["\n"], "max_gen_toks": 8})]))
     assert isinstance(text[0], str) and "\n" not in text[0]
+
+
+def _record(task, values):
+    """An lm-eval JSON record as the stage writes it (only what the table reads)."""
+    metrics = {f"{m},none": v for m, (v, _) in values.items()} | {f"{m}_stderr,none": e for m, (_, e) in values.items()}
+    return {"results": {task: {"alias": task, **metrics}}, "n-samples": {task: {"effective": 4, "original": 350}}}
+
+
+def test_the_stage_table_sets_each_arm_against_the_base_with_the_harness_stderr(tmp_path):
+    from anchormask import io, tables
+    from anchormask.harness import results
+
+    runs = [{"arm": "base", "train_seed": None, "task": "anchormask_cloze"},
+            {"arm": "anchor", "train_seed": 42, "task": "anchormask_cloze"},
+            {"arm": "anchor", "train_seed": 43, "task": "anchormask_cloze"}]
+    paths = []
+    for i, value in enumerate([0.25, 0.5, 0.75]):
+        paths.append(str(tmp_path / f"{i}.json"))
+        io.write_json(paths[-1], _record("anchormask_cloze", {"acc": (value, 0.1), "acc_norm": (value / 2, 0.05)}))
+    df = results.write_table(runs, paths, str(tmp_path / "t.md"), str(tmp_path / "t.parquet"))
+    acc = df[df["metric"] == "acc"].set_index("train_seed", drop=False)
+    assert acc["base_value"].eq(0.25).all() and sorted(acc["difference"].tolist()) == [0.0, 0.25, 0.5]
+    assert acc["stderr"].eq(0.1).all() and acc["n"].eq(4).all()
+    assert "| anchor | 43 | 0.750 ± 0.100 | +0.500 |" in (tmp_path / "t.md").read_text()
+    assert len(tables.read_parquet(tmp_path / "t.parquet")) == 6
+    results.figure(df, tmp_path / "f.pdf", tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 0
