@@ -85,8 +85,8 @@ def test_snakemake_fills_in_only_values_that_no_output_records(layers):
     """Snakemake's validate writes the schema's defaults into the config, and config sections flow into
     job params and outputs (the whole generation section into the sampler param, the train settings
     into each adapter's provenance). For the study's configs it adds only two nulls that were filled in
-    before the defaults moved here, and the probes section, whose values (not the section) the probe
-    rules' params hold."""
+    before the defaults moved here, and the probes and lm_eval sections, whose values (not the sections) the
+    probe rules' and the lm-eval rules' params hold (lm_eval's only when its tasks are set)."""
     from snakemake.utils import validate
 
     merged = {}
@@ -95,7 +95,8 @@ def test_snakemake_fills_in_only_values_that_no_output_records(layers):
     filled = copy.deepcopy(merged)
     validate(filled, str(schemas.path("config")))
     added = dict(additions(merged, filled))
-    assert set(added) <= {("data", "max_queries_per_domain"), ("sweep", "seeds"), ("probes",)}
+    assert set(added) <= {("data", "max_queries_per_domain"), ("sweep", "seeds"), ("probes",), ("lm_eval",)}
+    assert added[("lm_eval",)]["tasks"] == []  # the stage stays off
     if "probes" in merged:  # an overlay that sets the probes (tiny.yaml) gets nothing added there
         assert filled["probes"] == merged["probes"]
     else:

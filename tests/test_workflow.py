@@ -253,3 +253,15 @@ def test_every_script_has_one_shape():
         else:
             assert ending[-1] == "main(snakemake)" and "modeljob.finish" not in script.read_text(), script.name
         assert "snakemake." not in script.read_text(), f"{script.name} reads `snakemake` outside main"
+
+
+def test_the_lm_eval_layer_plans_one_job_per_arm_seed_and_task_and_the_table(repo, default_dag):
+    """config/lm-eval.yaml: the base and each arm's adapters (every training seed) on both local tasks; off by
+    default (tasks empty), so the default DAG has none of it."""
+    assert not {"lm_eval", "lm_eval_table", "lm_eval_figure"} & set(default_dag)
+    jobs = dry_run_jobs(repo, "--configfile=config/lm-eval.yaml")
+    assert jobs["lm_eval"] == 8 * 2 and jobs["lm_eval_table"] == 1 and jobs["lm_eval_figure"] == 1
+    seeds3 = dry_run_jobs(repo, "--configfile", "config/seeds3.yaml", "config/lm-eval.yaml")
+    assert seeds3["lm_eval"] == (7 * 3 + 1) * 2  # seven adapter arms x three seeds, and the base
+    assert {k: v for k, v in jobs.items() if not k.startswith("lm_eval") and k != "total"} == \
+        {k: v for k, v in default_dag.items() if k != "total"}

@@ -24,6 +24,7 @@ include: "rules/generate.smk"
 include: "rules/analyze.smk"
 include: "rules/figures.smk"
 include: "rules/probes.smk"
+include: "rules/lm_eval.smk"
 include: "rules/report.smk"
 
 

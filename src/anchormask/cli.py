@@ -9,6 +9,9 @@ should are both questions about bytes; these subcommands answer them without Sna
     anchormask audit check [--results R]               missing or altered intermediates (exit 1 if any)
     anchormask evaluate-base [--base DIR] [-o DIR]     quality gates of a base (embedded_base/base_eval.py)
     anchormask run [SNAKEMAKE ARGS ...]                check --config / --configfile, then run snakemake
+    anchormask lm-eval [LM_EVAL ARGS ...]              lm-evaluation-harness with the `anchormask` model and
+                                                       the project's tasks (anchormask.harness)
+    anchormask lm-eval-tasks [--config FILE]           rebuild the project's lm-eval task data from data/
 """
 
 from __future__ import annotations
@@ -110,6 +113,33 @@ def run_snakemake(argv: Sequence[str]) -> int:
     os.execv(program, [program, *argv])  # replaces this process: signals and the exit status are Snakemake's
 
 
+def run_lm_eval(argv: Sequence[str]) -> int:
+    """lm-eval's own command line, with the `anchormask` model registered and the project's tasks found
+    (a --include_path of the user's own is searched too)."""
+    from lm_eval.__main__ import cli_evaluate
+
+    from anchormask.harness import model, tasks  # noqa: F401  (model registers `anchormask`)
+
+    argv = list(argv)
+    extra = None
+    if "--include_path" in argv:
+        at = argv.index("--include_path")
+        extra = argv[at + 1]
+        del argv[at:at + 2]
+    sys.argv = ["lm-eval", *argv, "--include_path", str(tasks.include_dir(extra))]
+    cli_evaluate()
+    return 0
+
+
+def _lm_eval_tasks(args: argparse.Namespace) -> int:
+    from anchormask import config
+    from anchormask.harness import tasks
+
+    counts = tasks.build(config.load(args.config), seed=args.seed)
+    print(", ".join(f"{task}: {n} items" for task, n in counts.items()), f"(in {tasks.TASK_DIR})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="anchormask", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -142,7 +172,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("-o", "--output", default=study.BASE_EVAL_DIR, help="folder for evaluation.json and summary.md "
                    f"(default: {study.BASE_EVAL_DIR}, where rule evaluate_base writes)")
     e.set_defaults(func=_evaluate_base)
-    # Handled in main before parsing: every argument after `run` is Snakemake's.
+    t = sub.add_parser("lm-eval-tasks", help="rebuild the JSONL of the project's lm-eval tasks (anchormask_cloze, "
+                                             "anchormask_locus) from the config's corpora and queries")
+    t.add_argument("--config", default="config.yaml", help="the study config (data.*)")
+    t.add_argument("--seed", type=int, default=0, help="the cloze's word choice")
+    t.set_defaults(func=_lm_eval_tasks)
+    # Handled in main before parsing: every argument after `run` (`lm-eval`) is Snakemake's (lm-eval's).
+    sub.add_parser("lm-eval", help="lm-evaluation-harness's command line with the `anchormask` model and the "
+                                   "project's tasks (anchormask_cloze, anchormask_locus) registered")
     sub.add_parser("run", help="check the --config / --configfile options of a snakemake command line (a dotted "
                                "key, a missing file, a target read as a config file), then run snakemake with it")
     return parser
@@ -152,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["run"]:
         return run_snakemake(argv[1:])
+    if argv[:1] == ["lm-eval"]:
+        return run_lm_eval(argv[1:])
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 

@@ -172,6 +172,7 @@ def default_targets():
         rules.paper.output[0],
         expand([rules.figure.output.pdf, rules.figure.output.png], figure=FIGURES),
         probe_targets(),
+        lm_eval_targets(),
     ]
 
 

@@ -1,0 +1,6 @@
+"""The adapters on the field's benchmarks: lm-evaluation-harness with the project's loader and sampler.
+
+``likelihood``: the Monte-Carlo log-likelihood of a continuation under a masked-diffusion LM (LLaDA's
+estimate); ``model``: the registered lm-eval model ``anchormask``; ``tasks``: the project's own local
+tasks (``task_files/``) and where lm-eval finds them; ``results``: the DAG stage's table and figure.
+"""

@@ -1,0 +1,12 @@
+"""Snakemake script: results/tables/lm_eval.parquet -> results/figures/lm_eval.{pdf,png}."""
+
+from anchormask import runlog, tables
+from anchormask.harness import results
+
+
+def main(smk):
+    runlog.log_to(smk.log[0])
+    results.figure(tables.read_parquet(smk.input[0]), smk.output.pdf, smk.output.png)
+
+
+main(snakemake)  # noqa: F821
