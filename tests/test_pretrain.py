@@ -125,3 +125,22 @@ def test_settings_need_every_key_once():
     assert pretrain.settings_from(values) == settings()
     with pytest.raises(io.InputError, match=r"missing \['seed'\], unknown \['sead'\]"):
         pretrain.settings_from({**{k: v for k, v in values.items() if k != "seed"}, "sead": 0})
+
+
+def test_the_base_readmes_learning_curves_are_the_kept_states_history():
+    """Every `| step |` table of data/base/README.md: each accuracy is the kept state's validation accuracy
+    at 15% masking at that step (data/pretrain/state/pretrain_record.json), to three decimals."""
+    import json
+    import re
+
+    from helpers import REPO
+
+    record = json.loads((REPO / "data" / "pretrain" / "state" / "pretrain_record.json").read_text())
+    accuracy = {h["step"]: h["validation_accuracy_15"] for h in record["history"]}
+    lines = (REPO / "data" / "base" / "README.md").read_text().splitlines()
+    tables = [(lines[i], lines[i + 2]) for i, line in enumerate(lines) if line.startswith("| step |")]
+    assert len(tables) >= 2
+    for steps_row, accuracy_row in tables:
+        steps = [int(s.replace(",", "")) for s in re.findall(r"[\d,]+", steps_row)]
+        shown = re.findall(r"\d\.\d{3}", accuracy_row)
+        assert shown == [f"{accuracy[s]:.3f}" for s in steps], steps_row

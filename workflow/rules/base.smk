@@ -81,7 +81,7 @@ rule evaluate_base:
     input:
         verified=rules.verify_base.output[0],
         # local(): one pretraining text for every base of a run with several (bases.smk keeps its path)
-        validation=[local(config["base_eval"]["validation"])] if config["base_eval"]["validation"] else [],
+        validation=local(config["base_eval"]["validation"]) if config["base_eval"]["validation"] else [],
         study=study_text_files(),
     output:
         json=f"{study.BASE_EVAL_DIR}/evaluation.json",
