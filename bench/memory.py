@@ -93,6 +93,13 @@ def base_table() -> list[dict[str, Any]]:
     return rows
 
 
+def say_table(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for row in table:
+        say(f"memory: {row['shape']:<12} {row['device']:<5} training {row['training']:6.2f} GiB, generation "
+            f"{row['generation']:6.2f} GiB; requests {row['requests']}")
+    return table
+
+
 def run(threads: int | None = None) -> tuple[dict, list[Line]]:
     from anchormask import checksum
 
@@ -125,10 +132,7 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
         f"{t['total_gib']} GiB (N = {est['architecture']['parameters']:,}) + {t['cuda_context_gib']} CUDA context")
     say(f"memory: 1.3B estimate on a GPU, generation (batch {g['batch']}): weights {g['weights_gib']} + transient "
         f"{g['transient_gib']} + logits {g['logits_gib']} = {g['total_gib']} GiB + CUDA context")
-    table = base_table()
-    for row in table:
-        say(f"memory: {row['shape']:<12} {row['device']:<5} training {row['training']:6.2f} GiB, generation "
-            f"{row['generation']:6.2f} GiB; requests {row['requests']}")
+    table = say_table(base_table())
     payload = {
         "benchmark": "memory",
         "description": "peak RSS (getrusage RUSAGE_CHILDREN ru_maxrss) of one pipeline job each, on the embedded base",
