@@ -134,21 +134,19 @@ def job_spec(name: str, family: str, cfg: dict, path: Path, device: str, threads
     base = {**cfg["base"], "path": str(path), "device": device, "sha256": "0" * 64}
     if family != "bert":
         base["family"] = family
-    jobs = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    n = threads or (cfg["train"]["threads"] if device == "cuda" else min(cfg["train"]["threads"], jobs))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    n = threads or (cfg["train"]["threads"] if device == "cuda" else min(cfg["train"]["threads"], cores))
     return {"name": name, "dir": str(path), "weights": "disk" if family == "bert" else "random", "base": base,
             "threads": n, "train": study.run_settings(cfg, "anchor"), "generation": cfg["generation"]}
 
 
-def predictions(shape, cfg: dict, device: str, result: dict[str, dict]) -> dict[str, dict[str, int]]:
-    """The model for the shapes the measurements really ran: the masked positions they drew."""
+def predictions(shape, cfg: dict, device: str, results: dict[str, dict]) -> dict[str, dict[str, int]]:
+    """The model at the shapes the measurements ran: the masked positions they drew, the batch's width."""
     from anchormask import memory
 
-    settings = memory.job_settings(cfg) | {"masked": result.get("train", {}).get("masked"),
-                                           "gen_masked": result.get("generate", {}).get("masked"),
-                                           "width": result.get("generate", {}).get("width",
-                                                                                   memory.job_settings(cfg)["width"])}
-    return memory.predict(shape, settings, device)
+    ran = {"masked": results["train"]["masked"], "gen_masked": results["generate"]["masked"],
+           "width": results["generate"]["width"]}
+    return memory.predict(shape, memory.job_settings(cfg) | ran, device)
 
 
 def measured_value(record: dict, device: str) -> int:
