@@ -130,8 +130,8 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
     say(f"memory: 1.3B estimate on a GPU, training (B={t['batch']}, L={t['seq_len']}): weights {t['weights_gib']} + "
         f"LoRA/AdamW {t['lora_states_gib']} + activations {t['activations_gib']} + logits {t['logits_gib']} = "
         f"{t['total_gib']} GiB (N = {est['architecture']['parameters']:,}) + {t['cuda_context_gib']} CUDA context")
-    say(f"memory: 1.3B estimate on a GPU, generation (batch {g['batch']}): weights {g['weights_gib']} + transient "
-        f"{g['transient_gib']} + logits {g['logits_gib']} = {g['total_gib']} GiB + CUDA context")
+    say(f"memory: 1.3B estimate on a GPU, generation (batch {g['batch']}): weights {g['weights_gib']} + logits "
+        f"{g['logits_gib']} + the layers' working set beyond them {g['layers_gib']} = {g['total_gib']} GiB + CUDA context")
     table = say_table(base_table())
     payload = {
         "benchmark": "memory",
@@ -154,7 +154,7 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
              note=f"weights {t['weights_gib']} + LoRA/AdamW {t['lora_states_gib']} + activations "
                   f"{t['activations_gib']} + logits {t['logits_gib']}, + CUDA context"),
         Line("memory.est_1p3b_generate", g["total_gib"], "GiB", None,
-             note=f"weights {g['weights_gib']} + transient {g['transient_gib']} + logits {g['logits_gib']}, "
+             note=f"weights {g['weights_gib']} + logits {g['logits_gib']} + layers beyond them {g['layers_gib']}, "
                   "+ CUDA context"),
     ]
     return payload, lines

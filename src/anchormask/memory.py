@@ -17,9 +17,13 @@ Terms (bytes; ``b`` = bytes of the compute dtype: 2 for bf16 on a GPU, 4 for flo
 * training logits at the M masked positions: the head's output, cross-entropy's float32 log-softmax
   and, in the backward, its float32 gradient in and out (12 bytes per entry on the CPU; 18 with the
   bf16 output and its float32 copy on a GPU); and a small transient workspace.
-* generation: one layer's inference working set at a time over the batch's B x W positions, and the
-  float32 logits at the masked slot positions with what the sampler derives from them at its peak
-  (``sampler_entry_bytes``: 8 bytes per entry greedy, 28 with a temperature and top_p).
+* generation: the float32 logits at the masked slot positions with what the sampler derives from them
+  at its peak (``sampler_entry_bytes``: 8 bytes per entry greedy, 28 with a temperature and top_p),
+  or one layer's inference working set over the batch's B x W positions where that is larger (the two
+  are never alive together).
+* the CPU's heap: tensors under 32 MiB come from glibc's heap, which keeps what a step frees
+  (modeljob.keep_freed_memory): in training as much again as the activations held in such tensors, in
+  generation the layers' working set; larger tensors are unmapped when freed.
 * runtime: the interpreter with torch, transformers and peft (host), or the CUDA context (GPU).
 """
 
@@ -35,6 +39,7 @@ GIB = 1024 ** 3
 MIB = 1024 ** 2
 HOST_RUNTIME = int(0.37 * GIB)   # a model job's imports (torch, transformers, peft, the package, the modelling code)
 STEP_WORKSPACE = 48 * MIB        # a training step's transient working memory beyond what autograd saves
+MMAP_THRESHOLD = 32 * MIB        # modeljob.keep_freed_memory: smaller blocks come from glibc's heap, which keeps them
 CUDA_CONTEXT = 1 * GIB           # CUDA context and cuBLAS workspace, outside torch's allocator
 CUDA_HOST = int(1.5 * GIB)       # the CUDA runtime's libraries and host-side state in a GPU job's RSS
 MARGIN = 1.15                    # requests: the prediction plus the tolerance bench/scale.py checks it to
@@ -106,15 +111,30 @@ def _activation_bytes(shape: Shape, b: int) -> int:
     return norms + attention + mlp
 
 
+def _heap_kept(shape: Shape, tokens: int, b: int, d_count: int, f_count: int) -> int:
+    """Bytes of a CPU step's ``d_count`` tensors of tokens x hidden and ``f_count`` of tokens x intermediate
+    that come from glibc's heap (each under MMAP_THRESHOLD), which keeps what the step frees
+    (modeljob.keep_freed_memory); larger tensors are mapped and unmapped, and leave nothing behind."""
+    def kept(count: int, width: int) -> int:
+        return count * tokens * width * b if tokens * width * b < MMAP_THRESHOLD else 0
+    return kept(d_count, shape.hidden) + kept(f_count, shape.intermediate)
+
+
 def training(shape: Shape, *, batch: int, seq_len: int, rank: int, kinds: str = "qkvo", masked: int | None = None,
              dtype_bytes: int = 2) -> dict[str, int]:
-    """Peak bytes of one LoRA step, by term; ``masked`` defaults to its upper bound B L."""
+    """Peak bytes of one LoRA step, by term; ``masked`` defaults to its upper bound B L.
+
+    On the CPU (float32) the heap also keeps the forward's freed temporaries between the saved activations:
+    as much again as the activations held in heap-sized tensors (measured 0.7-1.2x, bench/scale.py)."""
     tokens = batch * seq_len
     masked = tokens if masked is None else masked
     logits_entry = 12 if dtype_bytes == 4 else 18
-    return {"weights": dtype_bytes * shape.parameters, "lora_states": 16 * shape.lora_parameters(rank, kinds),
-            "activations": tokens * shape.layers * _activation_bytes(shape, dtype_bytes),
-            "logits": logits_entry * masked * shape.vocab, "workspace": STEP_WORKSPACE}
+    activations = tokens * shape.layers * _activation_bytes(shape, dtype_bytes)
+    parts = {"weights": dtype_bytes * shape.parameters, "lora_states": 16 * shape.lora_parameters(rank, kinds),
+             "activations": activations, "logits": logits_entry * masked * shape.vocab, "workspace": STEP_WORKSPACE}
+    if dtype_bytes == 4:  # the saved activations' tensors per layer: 8 of tokens x hidden, 3 (2) of x intermediate
+        parts["heap"] = shape.layers * _heap_kept(shape, tokens, 4, 8, 3 if shape.gated else 2)
+    return parts
 
 
 def sampler_entry_bytes(decoding: dict[str, Any] | None = None) -> int:
@@ -148,14 +168,19 @@ def sampler_entry_bytes(decoding: dict[str, Any] | None = None) -> int:
 def generation(shape: Shape, *, batch: int, width: int, masked: int | None = None, dtype_bytes: int = 2,
                decoding: dict[str, Any] | None = None) -> dict[str, int]:
     """Peak bytes of one generation step over ``batch`` sequences of ``width`` positions; ``masked``
-    (positions the head runs at) defaults to the whole batch; ``decoding``: the generation block."""
+    (positions the head runs at) defaults to the whole batch; ``decoding``: the generation block.
+
+    The layers' working set (one layer at a time) is gone when the head's logits are made, so the two
+    do not add, but on the CPU the part of it that came from the heap stays (``_heap_kept``)."""
     d, f = shape.hidden, shape.intermediate
-    masked = batch * width if masked is None else masked
-    attention = 9 * d + 2 * shape.kv_width
-    mlp = 3 * d + (3 if shape.gated else 2) * f
-    return {"weights": dtype_bytes * shape.parameters,
-            "transient": batch * width * dtype_bytes * max(attention, mlp),
-            "logits": sampler_entry_bytes(decoding) * masked * shape.vocab}
+    tokens = batch * width
+    masked = tokens if masked is None else masked
+    attention, mlp = 9 * d + 2 * shape.kv_width, 3 * d + (3 if shape.gated else 2) * f
+    transient = tokens * dtype_bytes * max(attention, mlp)
+    logits = sampler_entry_bytes(decoding) * masked * shape.vocab
+    kept = min(transient, _heap_kept(shape, tokens, dtype_bytes, 11, 3 if shape.gated else 2)) if dtype_bytes == 4 else 0
+    return {"weights": dtype_bytes * shape.parameters, "heap": kept, "logits": logits,
+            "layers": max(transient - kept - logits, 0)}  # peak: weights + max(layers' working set, heap + logits)
 
 
 def predict(shape: Shape, settings: dict[str, Any], device: str) -> dict[str, dict[str, int]]:
