@@ -1,4 +1,4 @@
-"""python -m bench [--only NAME] [--e2e] [--threads N]: run the benchmarks, print one line per target.
+"""python -m bench [--only NAME] [--e2e] [--threads N] [--shape NAME]: run the benchmarks, print one line per target.
 
 ``--only gpu`` checks the CUDA path (bench/gpu.py); without CUDA it prints one line and exits 0.
 """
@@ -26,6 +26,7 @@ BENCHMARKS = {
     "dag": "bench.dag",
     "e2e": "bench.e2e",
     "gpu": "bench.gpu",
+    "scale": "bench.scale",
 }
 DEFAULT = ["training", "memory", "sampler", "bootstrap", "dag"]  # memory trains the adapter sampler uses
 
@@ -84,7 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads of the in-process competitors (default: the pipeline's per-job "
                              "train.threads / generation.threads)")
+    parser.add_argument("--shape", action="append", default=None,
+                        help="scale benchmark: only this shape (repeatable; bench/scale.py SHAPES)")
     args = parser.parse_args(argv)
+    if args.shape:
+        from bench import scale
+
+        unknown = sorted(set(args.shape) - set(scale.SHAPES))
+        if unknown:
+            parser.error(f"--shape: unknown {', '.join(unknown)}; known: {', '.join(scale.SHAPES)}")
+        scale.SELECTED = args.shape
     names = without_gpu(args.only or DEFAULT + (["e2e"] if args.e2e else []))
     if not names:
         return 0

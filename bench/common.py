@@ -276,18 +276,50 @@ def snakemake_exe() -> str:
     return str(Path(python()).with_name("snakemake"))
 
 
-def copy_repo(dest: Path) -> Path:
-    """The working tree as git sees it (tracked and untracked-but-not-ignored files), no results/ outputs.
+# Never copied when the tree is walked without git (what .gitignore leaves out, and the outputs).
+SKIP_DIRS = {".git", ".snakemake", "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache"}
+
+
+def git_files(root: Path) -> list[str] | None:
+    """The files git sees in ``root`` (tracked and untracked-but-not-ignored), or None where ``root`` is
+    not the top of a git working tree (a release archive; a folder inside someone else's repository)."""
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True,
+                             timeout=30)
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != root.resolve():
+            return None
+        listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
+                                capture_output=True, timeout=60).stdout.decode().split("\0")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [name for name in listed if name]
+
+
+def tree_files(root: Path) -> list[str]:
+    """Every file under ``root`` but virtual environments, caches, .git and Snakemake's state."""
+    names = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".venv")
+                         and not d.endswith(".egg-info"))
+        rel = Path(folder).relative_to(root)
+        names += [(rel / f).as_posix() for f in sorted(files) if not f.endswith((".pyc", ".tmp"))]
+    return names
+
+
+def copy_repo(dest: Path, root: Path | None = None) -> Path:
+    """The working tree without results/ outputs: the files git sees or, without git (a release archive),
+    the whole tree less virtual environments, caches, .git and .snakemake.
 
     The one copy the benchmarks and the tests make (tests/helpers.py imports it): results/ keeps only
     its README, so a copy plans every job of the default target, as a fresh clone does.
     """
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
-                           capture_output=True).stdout.decode().split("\0")
-    for name in filter(None, files):
+    root = root or REPO
+    files = git_files(root)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in files if files is not None else tree_files(root):
         if name.startswith("results/") and name != "results/README.md":
             continue
-        src = REPO / name
+        src = root / name
         if src.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)

@@ -1,5 +1,6 @@
-"""5. Memory: peak RSS of one training job and one generation job on the embedded base, and an
-estimate for a 1.3B LLaDA-style base on a GPU.
+"""5. Memory: peak RSS of one training job and one generation job on the embedded base, and the
+package's memory model (anchormask.memory; checked at the real shapes by bench/scale.py) for a 1.3B
+LLaDA-style base on a GPU and for each layer of config/bases/ (the README's table and the SLURM requests).
 
 Each job runs in its own launcher (``python -m bench._rss``), which reads
 resource.getrusage(RUSAGE_CHILDREN).ru_maxrss after its one child exits. The jobs are the
@@ -45,55 +46,58 @@ def launch(args: list[str], timeout: int = 1200) -> dict[str, Any]:
 
 
 def estimate_13b(*, batch: int, seq_len: int, rank: int, lora_kinds: str, answer_len: int, gen_batch: int,
-                 arch: dict[str, int] = ARCH_13B) -> dict[str, Any]:
-    """GPU memory of one LoRA training job and one generation job on the 1.3B base (bytes)."""
-    h, layers, f, vocab = arch["hidden"], arch["layers"], arch["intermediate"], arch["vocab"]
-    params = layers * (4 * h * h + 3 * h * f) + vocab * h * (1 if arch["tied_embeddings"] else 2)
-    lora = layers * len(lora_kinds) * rank * (h + h)
-    tokens = batch * seq_len
-    weights = 2 * params
-    lora_states = 16 * lora
-    per_token_layer = 18 * h + 6 * f
-    activations = tokens * layers * per_token_layer
-    logits = 18 * tokens * vocab
-    train_total = weights + lora_states + activations + logits
-    gen_width = seq_len + answer_len               # prompt (< L) + answer slot, an upper bound
-    gen_tokens = gen_batch * gen_width
-    gen_transient = gen_tokens * (8 * h + 6 * f)   # one layer's working set at a time (inference)
-    gen_masked = gen_batch * answer_len
-    gen_logits_gpu = gen_masked * vocab * (2 + 4)  # bf16 head output + its float32 copy
-    gen_logits_host = gen_masked * vocab * 4 * 2   # .cpu() copy + softmax over it (sampler._propose)
-    gen_total = weights + gen_transient + gen_logits_gpu
+                 arch: dict[str, int] = ARCH_13B, decoding: dict[str, Any] | None = None) -> dict[str, Any]:
+    """GPU memory (bf16) of one LoRA training job and one generation job of a shape, from the package's
+    model (anchormask.memory, checked at this shape on the CPU by bench/scale.py): bytes by term, in GiB."""
+    from anchormask import memory
 
-    def gib(x: float) -> float:
-        return round(x / GIB, 3)
+    shape = memory.Shape(arch["hidden"], arch["layers"], arch["heads"], arch.get("kv_heads", arch["heads"]),
+                         arch["intermediate"], arch["vocab"], arch["tied_embeddings"])
+    settings = {"batch": batch, "seq_len": seq_len, "rank": rank, "kinds": lora_kinds, "gen_batch": gen_batch,
+                "width": seq_len + answer_len, "gen_masked": gen_batch * answer_len, "decoding": decoding}
+    predicted = memory.predict(shape, settings, "cuda")
+
+    def gib(parts: dict[str, int]) -> dict[str, float]:
+        inside = {k: v for k, v in parts.items() if k not in ("total", "runtime")}
+        return {f"{k}_gib": round(v / GIB, 3) for k, v in inside.items()} | {
+            "total_gib": round(sum(inside.values()) / GIB, 3), "cuda_context_gib": round(parts["runtime"] / GIB, 3)}
 
     return {
-        "architecture": arch | {"parameters": params, "lora_parameters": lora, "lora_targets": lora_kinds, "rank": rank},
-        "training": {
-            "batch": batch, "seq_len": seq_len,
-            "formula": "total = 2 N  (bf16 weights)  +  16 P  (LoRA fp32 weights, grads, AdamW m and v)  "
-                       "+  B L n_layers (18 d + 6 f)  (saved activations, bf16)  +  18 B L V  (logits at masked "
-                       "positions, upper bound M = B L: bf16 head output 2 + fp32 copy 4 + saved log-softmax 4 "
-                       "+ backward fp32 grads 8 bytes per entry)",
-            "activation_terms_per_token_per_layer": "RMSNorm x2 saves fp32 input 2*4d; LoRA A input 2d; SDPA saves "
-                                                    "q, k, v, out 4*2d; SwiGLU saves gate, silu(gate), up 3*2f; "
-                                                    "frozen linears save nothing (no weight grad); LoRA x A (4 r "
-                                                    "per module) and logsumexp ignored",
-            "weights_gib": gib(weights), "lora_states_gib": gib(lora_states), "activations_gib": gib(activations),
-            "logits_gib": gib(logits), "total_gib": gib(train_total),
-            "plus": "CUDA context + cuBLAS workspace, ~0.5-1 GiB outside torch's allocator; if the checkpoint is "
-                    "stored in float32, transformers (dtype='auto') loads float32 weights: +2 N bytes",
-        },
-        "generation": {
-            "batch": gen_batch, "width_upper_bound": gen_width, "answer_len": answer_len,
-            "formula": "total = 2 N  +  B_gen W (8 d + 6 f)  (one layer's inference working set)  +  6 B_gen G V  "
-                       "(bf16 logits at the masked slot positions of the first step and their fp32 copy); host: "
-                       "8 B_gen G V (the fp32 logits copied to the CPU and their softmax)",
-            "weights_gib": gib(weights), "transient_gib": gib(gen_transient), "logits_gpu_gib": gib(gen_logits_gpu),
-            "total_gpu_gib": gib(gen_total), "logits_host_gib": gib(gen_logits_host),
-        },
+        "architecture": arch | {"parameters": shape.parameters, "lora_parameters": shape.lora_parameters(rank, lora_kinds),
+                                "lora_targets": lora_kinds, "rank": rank},
+        "training": {"batch": batch, "seq_len": seq_len, "formula": memory.__doc__.split("Terms")[1].strip(),
+                     **gib(predicted["training"])},
+        "generation": {"batch": gen_batch, "width_upper_bound": seq_len + answer_len, "answer_len": answer_len,
+                       "sampler_bytes_per_logit": memory.sampler_entry_bytes(decoding), **gib(predicted["generation"])},
     }
+
+
+def base_table() -> list[dict[str, Any]]:
+    """The README's memory table: each layer of config/bases/ at its own settings, on a GPU (bf16) and,
+    for the 1.3B shape, on the CPU (float32), from the package's model."""
+    from anchormask import memory
+
+    from bench import scale
+
+    rows = []
+    for name in ("llada-8b", "dream-7b", "report-1.3b"):
+        _, raw, layer = scale.SHAPES[name]
+        cfg, shape = scale.study_config(layer), memory.Shape.from_config(raw)
+        settings = memory.job_settings(cfg)
+        for device in ("cuda", "cpu") if name == "report-1.3b" else ("cuda",):
+            pred = memory.predict(shape, settings, device)
+            rows.append({"shape": name, "layer": layer, "device": device, "parameters": shape.parameters,
+                         **{phase: round(pred[phase]["total"] / GIB, 2) for phase in ("training", "generation")},
+                         "requests": {kind: memory.job_requests(cfg | {"base": {**cfg["base"], "device": device}},
+                                                                kind, shape=shape) for kind in ("train", "generate")}})
+    return rows
+
+
+def say_table(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for row in table:
+        say(f"memory: {row['shape']:<12} {row['device']:<5} training {row['training']:6.2f} GiB, generation "
+            f"{row['generation']:6.2f} GiB; requests {row['requests']}")
+    return table
 
 
 def run(threads: int | None = None) -> tuple[dict, list[Line]]:
@@ -123,13 +127,12 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
                        lora_kinds="qkvo", answer_len=cfg["generation"]["answer_len"],
                        gen_batch=cfg["generation"]["batch_size"])
     t, g = est["training"], est["generation"]
-    say(f"memory: 1.3B estimate, training (B={t['batch']}, L={t['seq_len']}): {t['formula']}")
-    say(f"        = {t['weights_gib']} + {t['lora_states_gib']} + {t['activations_gib']} + {t['logits_gib']} "
-        f"= {t['total_gib']} GiB (N = {est['architecture']['parameters']:,}, P = {est['architecture']['lora_parameters']:,}) "
-        f"+ CUDA context")
-    say(f"memory: 1.3B estimate, generation (batch {g['batch']}): {g['formula']}")
-    say(f"        = {g['weights_gib']} + {g['transient_gib']} + {g['logits_gpu_gib']} = {g['total_gpu_gib']} GiB on the "
-        f"GPU; {g['logits_host_gib']} GiB of logits on the host")
+    say(f"memory: 1.3B estimate on a GPU, training (B={t['batch']}, L={t['seq_len']}): weights {t['weights_gib']} + "
+        f"LoRA/AdamW {t['lora_states_gib']} + activations {t['activations_gib']} + logits {t['logits_gib']} = "
+        f"{t['total_gib']} GiB (N = {est['architecture']['parameters']:,}) + {t['cuda_context_gib']} CUDA context")
+    say(f"memory: 1.3B estimate on a GPU, generation (batch {g['batch']}): weights {g['weights_gib']} + logits "
+        f"{g['logits_gib']} + the layers' working set beyond them {g['layers_gib']} = {g['total_gib']} GiB + CUDA context")
+    table = say_table(base_table())
     payload = {
         "benchmark": "memory",
         "description": "peak RSS (getrusage RUSAGE_CHILDREN ru_maxrss) of one pipeline job each, on the embedded base",
@@ -141,6 +144,7 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
                                        "queries": sum(len(p.read_text().splitlines()) for p in retrieval.glob("*.jsonl"))},
         },
         "estimate_1p3b_gpu": est,
+        "bases": table,
     }
     lines = [
         Line("memory.train_rss", trained["maxrss_mib"], "MiB", None,
@@ -149,7 +153,8 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
         Line("memory.est_1p3b_train", t["total_gib"], "GiB", None,
              note=f"weights {t['weights_gib']} + LoRA/AdamW {t['lora_states_gib']} + activations "
                   f"{t['activations_gib']} + logits {t['logits_gib']}, + CUDA context"),
-        Line("memory.est_1p3b_generate", g["total_gpu_gib"], "GiB", None,
-             note=f"+ {g['logits_host_gib']} GiB fp32 logits on the host per batch"),
+        Line("memory.est_1p3b_generate", g["total_gib"], "GiB", None,
+             note=f"weights {g['weights_gib']} + logits {g['logits_gib']} + layers beyond them {g['layers_gib']}, "
+                  "+ CUDA context"),
     ]
     return payload, lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -12,7 +13,8 @@ import torch
 
 from anchormask import backbone as bb
 from anchormask import layout, masking, train
-from bench import common, e2e, flops, memory, stats
+from anchormask import memory as memory_model
+from bench import common, e2e, flops, memory, scale, scale_job, stats
 from bench.common import Line
 from bench.reference import reference_train_step
 from helpers import tiny_train_settings
@@ -141,9 +143,108 @@ def test_memory_estimate_adds_up():
     arch, t = est["architecture"], est["training"]
     assert 1.2e9 < arch["parameters"] < 1.4e9
     assert arch["lora_parameters"] == 20 * 4 * 16 * (2048 + 2048)
-    parts = t["weights_gib"] + t["lora_states_gib"] + t["activations_gib"] + t["logits_gib"]
+    parts = t["weights_gib"] + t["lora_states_gib"] + t["activations_gib"] + t["logits_gib"] + t["workspace_gib"]
     assert t["total_gib"] == pytest.approx(parts, abs=0.01)
     assert t["weights_gib"] == pytest.approx(2 * arch["parameters"] / 1024 ** 3, abs=1e-3)
+
+
+@pytest.mark.parametrize("name", ["llada-8b", "dream-7b", "report-1.3b"])
+def test_memory_model_counts_the_real_architectures_parameters(name):
+    """Built on the meta device (no memory) with the family's modelling code from config.json's values."""
+    family, raw, _ = scale.SHAPES[name]
+    model_cls, config_cls, context = scale_job.family_classes(family)
+    with context(), torch.device("meta"):
+        model = model_cls(config_cls(**raw))
+    counted = sum(p.numel() for p in model.parameters())
+    if raw.get("weight_tying"):  # the tests' LLaDA code keeps its own head; a tied checkpoint shares it
+        counted -= raw["embedding_size"] * raw["d_model"]
+    assert memory_model.Shape.from_config(raw).parameters == pytest.approx(counted, rel=1e-3)
+
+
+LAYER_SHAPES = {"llada-8b-base": scale.LLADA_8B, "llada-8b-instruct": scale.LLADA_8B, "dream-7b-base": scale.DREAM_7B,
+                "dream-7b-instruct": scale.DREAM_7B, "report-1.3b": scale.LLADA_1P3B}
+
+
+@pytest.mark.parametrize("layer", sorted(LAYER_SHAPES))
+def test_cluster_requests_of_each_base_layer_come_from_the_memory_model(layer, tmp_path):
+    """config/bases/LAYER.yaml over config.yaml, with a config.json-only stand-in of the checkpoint."""
+    assert sorted(p.stem for p in (common.REPO / "config" / "bases").glob("*.yaml")) == sorted(LAYER_SHAPES)
+    (tmp_path / "config.json").write_text(json.dumps(LAYER_SHAPES[layer]))
+    cfg = scale.study_config(f"config/bases/{layer}.yaml")
+    cfg["base"]["path"] = str(tmp_path)
+    shape, settings = memory_model.Shape.from_config(LAYER_SHAPES[layer]), memory_model.job_settings(cfg)
+    for kind, phase in (("train", "training"), ("generate", "generation")):
+        requests = memory_model.job_requests(cfg, kind)
+        gpu = memory_model.predict(shape, settings, "cuda")[phase]["total"]
+        assert requests["gpu_mem_mb"] == math.ceil(gpu * memory_model.MARGIN / 2 ** 20)
+        assert requests["gpu_mem_mb"] < 80_000  # each job of every layer fits one 80 GB GPU
+        assert requests["mem_mb"] >= 4000 and requests["mem_mb"] * 2 ** 20 > 2 * shape.parameters  # bf16 pages
+
+
+def test_cluster_requests_of_the_embedded_base():
+    cfg = common.load_config()
+    for kind in ("train", "generate"):
+        requests = memory_model.job_requests(cfg, kind)
+        assert requests["mem_mb"] == 4000 and 1000 < requests["gpu_mem_mb"] < 4000
+    on_cpu = cfg | {"base": {**cfg["base"], "device": "cpu"}}
+    assert memory_model.job_requests(on_cpu, "train") == {"mem_mb": 4000, "gpu_mem_mb": 0}
+
+
+def test_sampler_bytes_per_logit_follow_the_decoding_options():
+    assert memory_model.sampler_entry_bytes() == 8  # greedy, low confidence: the logits and their softmax
+    dream = {"temperature": 0.2, "top_p": 0.95, "top_k": 0, "remasking": "entropy"}
+    assert memory_model.sampler_entry_bytes(dream) == 28  # top_p's sort, order, softmax and cumsum
+
+
+def test_model_line_passes_within_the_tolerance_either_way():
+    assert scale.ModelLine("x", 1.1, "GiB", predicted=1.0).status == "PASS"
+    assert scale.ModelLine("x", 0.86, "GiB", predicted=1.0).status == "PASS"
+    assert scale.ModelLine("x", 1.2, "GiB", predicted=1.0).status == "MISS"
+    assert "predicted" in scale.ModelLine("x", 1.2, "GiB", predicted=1.0).format()
+
+
+def test_scale_job_runs_each_phase_on_a_tiny_llada_shape(tmp_path):
+    raw = scale.LLADA_1P3B | {"d_model": 32, "n_heads": 2, "n_kv_heads": 2, "n_layers": 2, "mlp_hidden_size": 64}
+    cfg = scale.study_config("config/bases/report-1.3b.yaml")
+    cfg["train"] |= {"batch_size": 2, "seq_len": 16}
+    cfg["generation"] |= {"batch_size": 2}
+    path = scale.checkpoint("tiny", "llada", raw, tmp_path)
+    spec = scale.job_spec("tiny", "llada", cfg, path, "cpu", 1)
+    backbone, runtime, _ = scale_job.load(spec)
+    shape = memory_model.Shape.of_checkpoint(path)
+    norms = (2 * raw["n_layers"] + 1) * raw["d_model"]
+    assert sum(p.numel() for p in backbone.model.parameters()) == shape.parameters + norms  # tied: one matrix
+    step = scale_job.train_once(backbone, runtime, spec)
+    assert step["masked"] > 0 and math.isfinite(step["loss"])
+    backbone, runtime, _ = scale_job.load(spec)
+    first = scale_job.generate_once(backbone, runtime, spec)
+    assert first["masked"] == 2 * (cfg["generation"]["answer_len"] - 4) and first["width"] == 16 + 48
+
+
+def test_copy_repo_without_git_copies_the_tree_less_outputs_and_environments(tmp_path):
+    """A release archive (no .git), here unpacked inside someone else's git repository."""
+    outer = tmp_path / "outer"
+    release = outer / "anchormask-1.0"
+    keep = ["Snakefile", "config.yaml", "data/base/config.json", "results/README.md", "bench/results/memory.json"]
+    drop = ["results/tables/headline.md", ".venv/bin/python", ".venv-remote/lib/x.py", ".git/HEAD",
+            ".snakemake/log/x.log", "src/anchormask/__pycache__/m.cpython-311.pyc", "src/x.egg-info/PKG-INFO"]
+    for name in keep + drop:
+        (release / name).parent.mkdir(parents=True, exist_ok=True)
+        (release / name).write_text(name)
+    subprocess.run(["git", "init", "-q", str(outer)], check=True)
+    dest = common.copy_repo(tmp_path / "work" / "repo", root=release)
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()) == sorted(keep)
+
+
+def test_dag_benchmark_copy_works_from_a_copy_without_git(tmp_path):
+    """The dag benchmark's copy step (common.copy_repo) from the repository as a release archive holds it."""
+    release = common.copy_repo(tmp_path / "release")
+    assert not (release / ".git").exists() and (release / "Snakefile").is_file()
+    copy = common.copy_repo(tmp_path / "dag" / "repo", root=release)
+
+    def files(root):
+        return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    assert files(copy) == files(release)
 
 
 def test_dry_run_and_benchmark_tables_are_parsed(tmp_path):

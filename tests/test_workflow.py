@@ -74,25 +74,29 @@ def test_lint_is_clean():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_model_jobs_ask_for_memory_from_the_weights_size(repo, tmp_path):
+def test_model_jobs_ask_for_memory_from_the_memory_model(repo, tmp_path):
+    """The requests come from anchormask.memory for the base's config.json shape (no weights needed)."""
     import json
-    import math
     import re
+
+    from anchormask import memory
+    from bench import scale
 
     base = tmp_path / "big"
     base.mkdir()
-    (base / "config.json").write_text(json.dumps({"model_type": "llada"}))
-    with open(base / "model.safetensors", "wb") as fh:  # sparse: 16 GiB of "weights", no disk used
-        fh.truncate(16 * 2**30)
+    (base / "config.json").write_text(json.dumps(scale.LLADA_8B))
     overlay = tmp_path / "big.yaml"
-    overlay.write_text(f"base:\n  path: {base}\n")
+    overlay.write_text(f"base:\n  path: {base}\n  device: cuda\n")
     out = snakemake(repo, "-n", "--configfile", str(overlay), "--", "results/adapters/reverse_full_n144_s300_seed42",
                     "results/generations/base.jsonl")
     text = out.stdout + out.stderr
+    cfg = scale.study_config(None)
+    cfg["base"] |= {"path": str(base), "device": "cuda"}
+    train, generate = memory.job_requests(cfg, "train"), memory.job_requests(cfg, "generate")
     train_mem = [int(m) for m in re.findall(r"rule train_adapter:.*?\bmem_mb=(\d+)", text, re.S)]
     gpu = [int(m) for m in re.findall(r"gpu_mem_mb=(\d+)", text)]
-    assert train_mem == [2 * 16 * 1024 + 2000] and sorted(gpu) == [math.ceil(16 * 1024 * 1.2) + 2000,
-                                                                     math.ceil(16 * 1024 * 1.5) + 2000]
+    assert train_mem == [train["mem_mb"]] and sorted(gpu) == sorted([train["gpu_mem_mb"], generate["gpu_mem_mb"]])
+    assert train["gpu_mem_mb"] > 16 * 1024  # an 8B model's bf16 weights alone are 15 GiB
     default = snakemake(repo, "-n", "results/adapters/reverse_full_n144_s300_seed42")
     assert re.search(r"rule train_adapter:.*?\bmem_mb=4000\b", default.stdout + default.stderr, re.S)
 

@@ -106,18 +106,13 @@ def weight_mb():
 
 
 def model_resources(kind):
-    """SLURM memory of a job that loads the base, from the size of its weights rather than fixed.
+    """SLURM memory of a job that loads the base (kind: train | generate), from the memory model checked
+    at the real shapes (src/anchormask/memory.py, bench/scale.py): mem_mb on the host, gpu_mem_mb on the
+    GPU, each the prediction for the base's config.json shape and this config's settings plus 15%;
+    never under 4000 MB of host memory."""
+    from anchormask import memory as study_memory
 
-    Host (mem_mb): the weights load straight onto the device, so the host holds at most one
-    float32 copy (a CPU run), twice the file size for bf16 files, plus ~2 GB for torch and the
-    data; never under 4000. GPU (gpu_mem_mb, for a site's --constraint or --gres mapping): the
-    bf16 weights plus, for training, LoRA optimizer state and activations (x1.5) or, for
-    generation, activations of one batch (x1.2), plus 2 GB of CUDA context.
-    """
-    weights = weight_mb()
-    host = max(4000, math.ceil(2 * weights + 2000))
-    gpu = math.ceil(weights * (1.5 if kind == "train" else 1.2) + 2000)
-    return {"mem_mb": host, "gpu_mem_mb": gpu}
+    return study_memory.job_requests(config, kind)
 
 
 def arm_adapter_dirs(wildcards):
