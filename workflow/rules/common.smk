@@ -99,12 +99,6 @@ def base_files():
     return [str(p) for p in manifest_files(BASE["path"])] or [os.path.join(BASE["path"], "config.json")]
 
 
-def weight_mb():
-    """MB of the base's weight files on disk (safetensors, or a PyTorch .bin)."""
-    files = [p for p in Path(BASE["path"]).glob("*") if p.suffix in (".safetensors", ".bin")]
-    return sum(p.stat().st_size for p in files) / 2**20
-
-
 def model_resources(kind):
     """SLURM memory of a job that loads the base (kind: train | generate), from the memory model checked
     at the real shapes (src/anchormask/memory.py, bench/scale.py): mem_mb on the host, gpu_mem_mb on the
