@@ -337,3 +337,24 @@ def test_the_llada_dream_comparison_dry_runs_with_tiny_stand_ins(tmp_path):
     jobs = dry_run_jobs(repo, "--configfile=config/compare/llada-dream.yaml")
     assert {r.split("_")[1] for r in jobs if r.startswith("base_")} == {"llada", "dream"}
     assert sum(1 for r in jobs if r.endswith("_verify_base")) == 4 and jobs["compare_bases"] == 1
+
+
+@pytest.mark.workflow
+def test_an_8b_base_and_the_embedded_base_in_one_run_ask_slurm_for_their_own_memory(repo_copy, tmp_path):
+    """Each base's model jobs carry the memory model's requests for that base (no weights needed for the plan)."""
+    from bench import scale
+
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "config.json").write_text(json.dumps(scale.LLADA_8B))
+    bases_file = tmp_path / "bases.yaml"
+    bases_file.write_text(yaml.safe_dump({"bases": {"embedded": {}, "big": {"base": {"path": str(big),
+                                                                                      "device": "cuda"}}}}))
+    proc = snakemake(repo_copy, "-n", f"--configfile={bases_file}", "--",
+                     "results/bases/embedded/adapters/anchor_full_n144_s300_seed42",
+                     "results/bases/big/adapters/anchor_full_n144_s300_seed42")
+    text = proc.stdout + proc.stderr
+    asked = {name: int(mem) for name, mem in re.findall(r"rule base_(\w+?)_train_adapter:.*?\bmem_mb=(\d+)", text, re.S)}
+    gpu = {name: int(mem) for name, mem in re.findall(r"rule base_(\w+?)_train_adapter:.*?\bgpu_mem_mb=(\d+)", text, re.S)}
+    assert asked["embedded"] == 4000 and asked["big"] > asked["embedded"]
+    assert gpu["big"] > 16 * 1024 > gpu.get("embedded", 0)
