@@ -173,13 +173,13 @@ def bases_figure(table: pd.DataFrame, pdf_path: str | os.PathLike[str], png_path
     err = np.abs(np.stack([ratio - rows["ratio_lo"].to_numpy(dtype=float), rows["ratio_hi"].to_numpy(dtype=float) - ratio]))
     ax.errorbar(x, ratio, yerr=err, fmt="o", color="#1f77b4", capsize=4)
     ax.axhline(1.0, color="#7f7f7f", linewidth=0.8, linestyle="--")
-    labels = [f"{r['base']}\n{'acc ' + number(r['corpora_accuracy_15']) if pd.notna(r['corpora_accuracy_15']) else ''}"
-              for _, r in rows.iterrows()]
+    ordered = rows["corpora_accuracy_15"].notna().all()
+    labels = [f"{r['base']}\n{'acc ' + number(r['corpora_accuracy_15']) if ordered else ''}" for _, r in rows.iterrows()]
     ax.set_xticks(x, labels)
     ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.set_ylabel("anchor / random, held-out\n(mean corpus_overlap)")
-    ax.set_title("The held-out effect per base" + (" (by masked-token accuracy)"
-                                                    if rows["corpora_accuracy_15"].notna().all() else ""))
+    ax.set_xlabel("base (by corpus accuracy @15%)" if ordered else "base")
+    ax.set_title("Held-out anchor/random per base")
     fig.tight_layout()
     save(fig, pdf_path, png_path)
 
