@@ -284,25 +284,29 @@ def test_cross_base_tables_equal_each_bases_own_numbers(two_base_study):
     assert "Across bases" in page and "results/bases/reseeded/report/paper.html" in page
 
 
+CROSS_BASE_JOBS = ("compare_bases", "bases_figure", "bases_paper", "all")
+
+
+def jobs_planned_only_for(repo, tmp_path, name, layer):
+    """The dry run's jobs with ``bases: {name: layer}`` layered over the finished run; every one is that
+    base's or a cross-base job."""
+    overlay = tmp_path / f"{name}.yaml"
+    overlay.write_text(yaml.safe_dump({"bases": {name: layer}}))
+    jobs = dry_run_jobs(repo, f"--configfile={overlay}")
+    prefix = f"base_{name.replace('-', '_')}_"
+    assert jobs and all(r.startswith(prefix) or r in CROSS_BASE_JOBS for r in jobs), jobs
+    return jobs
+
+
 @pytest.mark.slow
 def test_adding_a_base_plans_only_its_jobs_and_the_cross_base_outputs(two_base_study, tmp_path):
-    repo, cfg = two_base_study
-    extra = tmp_path / "third.yaml"
-    extra.write_text(yaml.safe_dump({"bases": {"third": {"generation": {"seed": 99}}}}))
-    jobs = dry_run_jobs(repo, f"--configfile={extra}")
-    assert jobs and all(r.startswith("base_third_") or r in ("compare_bases", "bases_figure", "bases_paper", "all")
-                        for r in jobs), jobs
+    jobs = jobs_planned_only_for(two_base_study[0], tmp_path, "third", {"generation": {"seed": 99}})
     assert jobs["base_third_train_adapter"] == 2 and jobs["compare_bases"] == 1
 
 
 @pytest.mark.slow
 def test_editing_one_bases_layer_reruns_only_that_base(two_base_study, tmp_path):
-    repo, cfg = two_base_study
-    edited = tmp_path / "edited.yaml"
-    edited.write_text(yaml.safe_dump({"bases": {"reseeded": {"generation": {"seed": 4321}}}}))
-    jobs = dry_run_jobs(repo, f"--configfile={edited}")
-    assert jobs and all(r.startswith("base_reseeded_") or r in ("compare_bases", "bases_figure", "bases_paper", "all")
-                        for r in jobs), jobs
+    jobs = jobs_planned_only_for(two_base_study[0], tmp_path, "reseeded", {"generation": {"seed": 4321}})
     assert "base_reseeded_train_adapter" not in jobs and jobs["base_reseeded_generate_arm"] == 3
 
 
