@@ -24,7 +24,7 @@ from tiny_families import BUILDERS, remote_code_runs
 @pytest.mark.unit
 def test_a_layer_merges_mapping_by_mapping_and_replaces_lists():
     common = {"train": {"rank": 16, "seeds": [42], "default": {"size": 144, "steps": 300}}, "arms": {"a": 1}}
-    out = bases.merge(common, {"train": {"seeds": [1, 2], "default": {"steps": 100}}, "arms": {"b": 2}})
+    out = config.merge(common, {"train": {"seeds": [1, 2], "default": {"steps": 100}}, "arms": {"b": 2}})
     assert out == {"train": {"rank": 16, "seeds": [1, 2], "default": {"size": 144, "steps": 100}},
                    "arms": {"a": 1, "b": 2}}
     assert common["train"]["seeds"] == [42]  # the common config is not touched

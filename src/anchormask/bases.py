@@ -10,7 +10,6 @@ one set of rules serves every base and a change to one base's layer reruns only 
 
 from __future__ import annotations
 
-import copy
 import importlib.metadata
 import json
 from collections.abc import Iterator
@@ -59,17 +58,6 @@ class BaseStudy:
         return f"{self.module}_{name}"
 
 
-def merge(config: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
-    """``layer`` over ``config`` as Snakemake merges config files: mappings key by key, anything else replaced."""
-    merged = copy.deepcopy(config)
-    for key, value in layer.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
-
-
 def read_layer(name: str, entry: str | dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(the layer's source name, its content) for one entry of ``bases:``."""
     if isinstance(entry, dict):
@@ -97,7 +85,7 @@ def studies(config: dict[str, Any], layers: study_config.ConfigLayers) -> list[B
     for name, entry in config["bases"].items():
         source, layer = read_layer(name, entry)
         layer_name = source if source == f"bases.{name}" else f"{source} (bases.{name})"
-        study = BaseStudy(name, source, merge(common, layer), study_config.ConfigLayers((*layers.layers,
+        study = BaseStudy(name, source, study_config.merge(common, layer), study_config.ConfigLayers((*layers.layers,
                                                                                           (layer_name, layer))))
         with naming(study):
             study_config.validate(study.config, study.layers.source_of)

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from anchormask.config import merge
 from anchormask.io import InputError
 
 CONFIG = ("--config", "-C")
@@ -87,12 +88,6 @@ def _nested(keys: list[str], value: str) -> dict:
     return parsed
 
 
-def _merge(into: dict, update: dict) -> dict:
-    for key, value in update.items():
-        into[key] = _merge(into[key], value) if isinstance(value, dict) and isinstance(into.get(key), dict) else value
-    return into
-
-
 def dotted_fix(entries: Sequence[str]) -> list[str]:
     """--config entries with dotted keys rewritten as one YAML mapping per top-level section:
     ['train.lr=0.002', 'train.rank=8'] -> ['train={lr: 0.002, rank: 8}']; other entries unchanged."""
@@ -109,7 +104,7 @@ def dotted_fix(entries: Sequence[str]) -> list[str]:
         if keys[0] not in sections:
             fixed.append(keys[0])  # placeholder, filled below, where the section first appears
             sections[keys[0]] = {}
-        _merge(sections[keys[0]], _nested(keys, value))
+        sections[keys[0]] = merge(sections[keys[0]], _nested(keys, value))
     flow = {k: yaml.safe_dump(v, default_flow_style=True, width=10**6).strip() for k, v in sections.items()}
     return [f"{e}={flow[e]}" if e in sections else e for e in fixed]
 

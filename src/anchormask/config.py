@@ -6,6 +6,7 @@ What the DAG derives from a valid configuration (the training jobs, arms, sweep)
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -313,6 +314,17 @@ def command_line_layers(settings) -> ConfigLayers:
 
     files = [(os.path.relpath(f), yaml_file(f)) for f in settings.configfiles]
     return ConfigLayers((("config.yaml", yaml_file("config.yaml")), *files, ("--config", dict(settings.config or {}))))
+
+
+def merge(config: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
+    """``layer`` over ``config`` as Snakemake merges config files: mappings key by key, anything else replaced."""
+    merged = copy.deepcopy(config)
+    for key, value in layer.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
 
 
 def setting(config: dict[str, Any], path: KeyPath) -> Any:

@@ -24,7 +24,7 @@ rule compare_bases:
         generations=[base_output(b, "aggregate")[0] for b in BASE_STUDIES],
         comparisons=[base_output(b, "statistics").comparisons for b in BASE_STUDIES],
         verified=[base_output(b, "verify_base")[0] for b in BASE_STUDIES],
-        evaluations=[f["evaluation"] for f in base_facts_inputs().values() if f["evaluation"]],
+        evaluations=[base_evaluation(b) for b in BASE_STUDIES if base_evaluation(b)],
     output:
         markdown="results/tables/bases.md",
         table="results/tables/bases.parquet",
@@ -32,8 +32,7 @@ rule compare_bases:
     params:
         bases=study_io.canonical_json([{"name": b.name, "source": b.source, "base": b.config["base"],
                                         "comparisons": b.config["statistics"]["comparisons"],
-                                        "in_domain": b.config["data"]["in_domain"], **f}
-                                       for b, f in zip(BASE_STUDIES, base_facts_inputs().values())]),
+                                        "evaluation": base_evaluation(b)} for b in BASE_STUDIES]),
         settings=study_io.canonical_json({k: config["statistics"][k]
                                           for k in ("resamples", "permutations", "confidence", "seed")}),
         code=code_digest_of("compare_bases.py"),

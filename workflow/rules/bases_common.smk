@@ -35,22 +35,22 @@ if workflow.is_main_process:
         _truncated = study_data.format_truncations(_base.config, ANCHOR_LENGTHS[_base.name])
         sys.stderr.write(f"bases.{_base.name}: {_truncated}" if _truncated else "")
 
+
 def base_output(base, rule):
     """The output of one base's instance of one of the study's rules, by name; one source for every path."""
     return getattr(rules, base.rule(rule)).output
 
 
 def code_digest_of(script):
-    """The `code` param of a rule across bases: its script's import-closure digest (as common.smk's)."""
+    """The `code` param of the rules across bases, their script's import-closure digest (as in common.smk)."""
     return codedigest.script_code_digest(Path(workflow.basedir) / "workflow" / "scripts" / script,
                                          Path(workflow.basedir) / "src" / "anchormask")
 
 
-def base_facts_inputs():
-    """Per base: its verification record, and its base evaluation where its report includes one."""
-    return {b.name: {"verified": base_output(b, "verify_base")[0],
-                     "evaluation": base_output(b, "evaluate_base").json if b.config["report"]["base_evaluation"]
-                     else None} for b in BASE_STUDIES}
+def base_evaluation(base):
+    """A base's evaluation JSON where its report includes one (report.base_evaluation), else None."""
+    return base_output(base, "evaluate_base").json if base.config["report"]["base_evaluation"] else None
+
 
 def bases_targets():
     """Every base's default target and the outputs across bases (the Snakefile's rule all)."""

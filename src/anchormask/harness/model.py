@@ -33,7 +33,7 @@ from typing import Any
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from anchormask import bases, config, generation, layout, modeljob, sampler
+from anchormask import config, generation, layout, modeljob, sampler
 from anchormask.harness import likelihood
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def study_config(layer: str | None = None) -> dict[str, Any]:
     root = Path("config.yaml") if Path("config.yaml").is_file() else REPO / "config.yaml"
     merged = config.yaml_file(root)
     if layer:
-        merged = bases.merge(merged, config.yaml_file(layer) or {})
+        merged = config.merge(merged, config.yaml_file(layer) or {})
     config.validate(merged, f"{root} + {layer}" if layer else str(root))
     return merged
 
