@@ -77,10 +77,10 @@ class ModelLine(Line):
 
 
 def study_config(layer: str | None) -> dict[str, Any]:
-    from anchormask import bases, config
+    from anchormask import config
 
     cfg = common.load_config()
-    return bases.merge(cfg, config.yaml_file(common.REPO / layer)) if layer else cfg
+    return config.merge(cfg, config.yaml_file(common.REPO / layer)) if layer else cfg
 
 
 def checkpoint(name: str, family: str, raw: dict | None, work: Path) -> Path:
