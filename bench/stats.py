@@ -35,9 +35,10 @@ ARM_MEANS = {"base": 0.10, "anchor": 0.34, "random": 0.21, "reverse": 0.18, "anc
 TOLERANCE_SIGMAS = 4.0
 # Targets that hold side by side in one run, whatever the machine's speed: a per-resample loop (scipy's
 # own draws, one resample at a time) is 1x and scipy's vectorised call once per comparison ~15x of it, so
-# >= 25x needs the joint design; the index draws are work no implementation of that design avoids.
+# >= 25x needs the joint design. Its own index draws are reported beside it, with no target: run_comparisons
+# also pairs the arms (pandas) and runs the sign-flip tests, work the draws do not measure, so a ratio to
+# them does not separate a fast design from a slow one.
 LOOP_TARGET = 25.0
-DRAW_TARGET = 10.0
 
 
 def synthetic_generations(cfg: dict[str, Any], seed: int = 7) -> pd.DataFrame:
@@ -208,8 +209,8 @@ def bootstrap_lines(med: dict[str, float], worst_z: float, loop_z: float) -> lis
     return [Line("bootstrap.loop_speedup", med["loop"] / med["run_comparisons"], "x", LOOP_TARGET,
                  note=f"run_comparisons {ms['run_comparisons']} vs a per-resample loop {ms['loop']} (CIs within "
                       f"{loop_z:.2f} s.e. of scipy's)"),
-            Line("bootstrap.draw_multiple", med["run_comparisons"] / med["index_draws_only"], "x", DRAW_TARGET,
-                 higher=False, note=f"run_comparisons over its query sets' index draws alone ({ms['index_draws_only']})"),
+            Line("bootstrap.draw_multiple", med["run_comparisons"] / med["index_draws_only"], "x", None,
+                 note=f"run_comparisons over its query sets' index draws alone ({ms['index_draws_only']})"),
             Line("bootstrap.scipy_speedup", med["scipy"] / med["run_comparisons"], "x", None,
                  note=f"vs scipy.stats.bootstrap vectorised, once per comparison, {ms['scipy']}; core "
                       f"{ms['core']}; CIs within {worst_z:.2f} s.e.")]
@@ -247,7 +248,7 @@ def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]
         "seconds": {k: [round(x, 5) for x in v] for k, v in times.items()},
         "median_seconds": {k: round(v, 5) for k, v in med.items()},
         "speedup": round(speedup, 3), "core_speedup": round(core_speedup, 3),
-        "targets": {"loop_speedup": LOOP_TARGET, "draw_multiple": DRAW_TARGET},
+        "targets": {"loop_speedup": LOOP_TARGET},
         "loop_speedup": round(med["loop"] / med["run_comparisons"], 2), "loop_agreement_sigmas": loop_z,
         "speedup_bound_from_index_draws": round(med["scipy"] / med["index_draws_only"], 2),
         "tolerance_sigmas": TOLERANCE_SIGMAS, "worst_agreement_sigmas": worst["max_z"],
