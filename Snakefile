@@ -6,8 +6,8 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
-from anchormask.cmdline import check_configfiles
-from anchormask.config import yaml_file
+from anchormask.settings.command_line import check_configfiles
+from anchormask.settings.config import yaml_file
 
 # A target written after --configfile without `=` is read as a config file; when it exists and parses
 # (a JSON output), say so before the config checks blame its keys. `anchormask run` checks more.

@@ -77,7 +77,7 @@ def say(*parts: Any) -> None:
 # --------------------------------------------------------------------------- machine facts
 
 def cpu_model() -> str:
-    from anchormask import provenance
+    from anchormask.repro import provenance
 
     return provenance.cpu_model()
 
@@ -153,7 +153,7 @@ def matmul_rate(threads: int, n: int = 2048, seconds: float = 1.5) -> dict[str, 
 # --------------------------------------------------------------------------- study data
 
 def load_config() -> dict[str, Any]:
-    from anchormask import config
+    from anchormask.settings import config
 
     return config.load(CONFIG)
 
@@ -165,7 +165,8 @@ def repo_path(path: str) -> Path:
 
 def retrieved_queries(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     """Every query of the study with its retrieved locus statement, as results/retrieval/ holds them."""
-    from anchormask import retrieval, study
+    from anchormask.generation import retrieval
+    from anchormask.settings import study
 
     return [r for domain in study.domains(cfg) for r in retrieval.study_anchors(cfg, domain, root=REPO)]
 
@@ -176,7 +177,7 @@ def base_dir(cfg: dict[str, Any]) -> Path:
 
 def base(cfg: dict[str, Any], device: str | None = None):
     """The configured base as a model job takes it, its path resolved from the repository root."""
-    from anchormask.modeljob import Base
+    from anchormask.model.modeljob import Base
 
     return Base.from_config({**cfg["base"], "path": str(base_dir(cfg)), **({"device": device} if device else {})})
 
@@ -244,7 +245,10 @@ def default_adapter(cfg: dict[str, Any], threads: int) -> tuple[Path, str]:
     """
     import tempfile
 
-    from anchormask import adapters, checksum, study, train
+    from anchormask import checksum
+    from anchormask.model import adapters
+    from anchormask.settings import study
+    from anchormask.training import train
 
     base_sha = checksum.directory_sha256(base_dir(cfg))
     if "anchor_default" in ADAPTERS and ADAPTERS["anchor_default"][1] == base_sha:

@@ -177,13 +177,13 @@ class Base:
 
 
 def load(base: Base, runtime):
-    from anchormask import backbone as bb
+    from anchormask.model import backbone as bb
 
     return bb.load_backbone(base.path, trust_remote_code=base.trust_remote_code, runtime=runtime)
 
 
 def load_check(base: Base, runtime) -> dict[str, Any]:
-    from anchormask import backbone as bb
+    from anchormask.model import backbone as bb
 
     with gpu_peak(runtime.device) as peak:
         t = time.perf_counter()
@@ -200,8 +200,8 @@ def train_check(base: Base, runtime, pairs: list[dict], settings: dict[str, Any]
     """``steps`` LoRA steps with train.py's pieces (the job's own loop would time the loading too)."""
     import torch
 
-    from anchormask import backbone as bb
-    from anchormask import masking, train
+    from anchormask.model import backbone as bb
+    from anchormask.training import masking, train
 
     backbone = load(base, runtime)
     if checkpointing:
@@ -240,7 +240,7 @@ def train_check(base: Base, runtime, pairs: list[dict], settings: dict[str, Any]
 
 
 def generate_timed(backbone, runtime, requests, settings) -> tuple[list[list[int]], float]:
-    from anchormask import sampler
+    from anchormask.generation import decoding, sampler
 
     synchronize(runtime.device)
     t = time.perf_counter()
@@ -250,10 +250,10 @@ def generate_timed(backbone, runtime, requests, settings) -> tuple[list[list[int
 
 
 def reference_timed(backbone, requests, settings) -> tuple[list[list[int]], float]:
-    from anchormask import sampler
+    from anchormask.generation import decoding, sampler
     from bench.reference import reference_generate
 
-    suppressed = sampler.suppressed_token_ids(backbone)
+    suppressed = decoding.suppressed_token_ids(backbone)
     t = time.perf_counter()
     slots = [reference_generate(backbone.model, r.prompt_ids, r.anchor_ids, answer_len=settings.answer_len,
                                 steps=settings.steps, mask_id=backbone.mask_token_id, suppressed=suppressed,
@@ -265,14 +265,14 @@ def reference_timed(backbone, requests, settings) -> tuple[list[list[int]], floa
 
 def sampler_runs(base: Base, device, retrieved: list[dict], settings, steps: dict[str, dict]) -> None:
     """float32 batched against the reference on the device; bf16 and the CPU against that float32 run."""
-    from anchormask import backbone as bb
-    from anchormask import generation
+    from anchormask.model import backbone as bb
+    from anchormask.generation import arm_answers
 
     def on(dev, dtype):
         runtime = bb.Runtime(dev, dtype)
         backbone = load(base, runtime)
         backbone.model.eval()
-        return backbone, runtime, generation.requests_for(backbone, retrieved)
+        return backbone, runtime, arm_answers.requests_for(backbone, retrieved)
 
     def float32_on_device():
         backbone, runtime, requests = on(device, None)
@@ -331,7 +331,7 @@ def run_checks(device: str, bases: list[Base | Callable[[], Base]], pairs: list[
     """Every step on ``device`` ("cuda", or "cpu" as a stand-in); returns the steps' records in order."""
     import torch
 
-    from anchormask import backbone as bb
+    from anchormask.model import backbone as bb
 
     dev = torch.device(device)
     runtime = bb.Runtime(dev, torch.bfloat16 if dev.type == "cuda" else None)  # the pipeline's own choice
@@ -351,7 +351,9 @@ def run_checks(device: str, bases: list[Base | Callable[[], Base]], pairs: list[
 def run(threads: int | None = None, device: str = "cuda") -> tuple[dict, list[Line]]:
     import torch
 
-    from anchormask import data, sampler, study
+    from anchormask import data
+    from anchormask.generation import decoding, sampler
+    from anchormask.settings import study
 
     cfg = common.load_config()
     torch.use_deterministic_algorithms(True, warn_only=True)  # as every pipeline job runs

@@ -15,12 +15,13 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    from anchormask import generation, sampler, train  # noqa: F401  (the baseline's imports)
+    from anchormask.generation import arm_answers, sampler  # noqa: F401  (the baseline's imports)
+    from anchormask.training import train
 
     if argv[0] == "imports":
         return 0
     from bench import common
-    from anchormask import study
+    from anchormask.settings import study
 
     cfg = common.load_config()
     base = common.base(cfg)
@@ -35,7 +36,7 @@ def main(argv: list[str]) -> int:
     if argv[0] == "generate":
         adapter, retrieval_dir, out = argv[1:4]
         files = sorted(str(p) for p in Path(retrieval_dir).glob("*.jsonl"))
-        generation.run_arm(arm="anchor", strategy="anchor", targets="full", adapters=[adapter],
+        arm_answers.run_arm(arm="anchor", strategy="anchor", targets="full", adapters=[adapter],
                            retrieval_files=files, out=out, base=base,
                            settings=sampler.SamplerSettings.from_config(cfg["generation"]),
                            threads=cfg["generation"]["threads"])

@@ -1,5 +1,5 @@
 """5. Memory: peak RSS of one training job and one generation job on the embedded base, and the
-package's memory model (anchormask.memory; checked at the real shapes by bench/scale.py) for a 1.3B
+package's memory model (anchormask.model.memory; checked at the real shapes by bench/scale.py) for a 1.3B
 LLaDA-style base on a GPU and for each layer of config/bases/ (the README's table and the SLURM requests).
 
 Each job runs in its own launcher (``python -m bench._rss``), which reads
@@ -48,8 +48,8 @@ def launch(args: list[str], timeout: int = 1200) -> dict[str, Any]:
 def estimate_13b(*, batch: int, seq_len: int, rank: int, lora_kinds: str, answer_len: int, gen_batch: int,
                  arch: dict[str, int] = ARCH_13B, decoding: dict[str, Any] | None = None) -> dict[str, Any]:
     """GPU memory (bf16) of one LoRA training job and one generation job of a shape, from the package's
-    model (anchormask.memory, checked at this shape on the CPU by bench/scale.py): bytes by term, in GiB."""
-    from anchormask import memory
+    model (anchormask.model.memory, checked at this shape on the CPU by bench/scale.py): bytes by term, in GiB."""
+    from anchormask.model import memory
 
     shape = memory.Shape(arch["hidden"], arch["layers"], arch["heads"], arch.get("kv_heads", arch["heads"]),
                          arch["intermediate"], arch["vocab"], arch["tied_embeddings"])
@@ -75,7 +75,7 @@ def estimate_13b(*, batch: int, seq_len: int, rank: int, lora_kinds: str, answer
 def base_table() -> list[dict[str, Any]]:
     """The README's memory table: each layer of config/bases/ at its own settings, on a GPU (bf16) and,
     for the 1.3B shape, on the CPU (float32), from the package's model."""
-    from anchormask import memory
+    from anchormask.model import memory
 
     from bench import scale
 

@@ -7,7 +7,7 @@ task (position classes, which token ids may not be proposed).
 * ``reference_train_step``: fixed padding to L = train.seq_len, no bucketing, the full model
   (encoder and vocabulary head) at every position, cross-entropy gathered at the masked
   positions as LLaDA's SFT code does. It draws the mask ratio and the mask from the generator
-  in the same order as ``anchormask.train.train_step``, so with L equal to the batch's longest
+  in the same order as ``anchormask.training.train.train_step``, so with L equal to the batch's longest
   sequence both draw the same mask (tests/test_bench.py checks the losses agree).
 * ``reference_generate``: one query at a time, LLaDA's ``generate.py`` loop: a full forward
   per step over the whole sequence, Gumbel noise in float64 (skipped at temperature 0, as in
@@ -21,8 +21,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from anchormask.layout import PAD
-from anchormask.masking import STRATEGIES
+from anchormask.model.layout import PAD
+from anchormask.training.masking import STRATEGIES
 
 
 def fixed_collate(examples, seq_len: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,4 +1,4 @@
-"""2. Sampler throughput: anchormask.sampler.generate (batched) against a one-query-at-a-time
+"""2. Sampler throughput: anchormask.generation.sampler.generate (batched) against a one-query-at-a-time
 LLaDA-style loop (bench.reference.reference_generate), on the study's 63 retrieved queries.
 
 The model is the anchor arm's: the default anchor / full adapter trained on the current
@@ -85,7 +85,7 @@ def run_reference(backbone, requests, settings, suppressed) -> tuple[list[list[i
 
 def timed_generate(backbone, runtime, requests, settings):
     """(results, wall seconds, ForwardClock) of one sampler.generate over every request."""
-    from anchormask import sampler
+    from anchormask.generation import decoding, sampler
 
     with ForwardClock(backbone) as clock:
         t = time.perf_counter()
@@ -131,8 +131,8 @@ def interleaved(backbone, runtime, requests, settings, suppressed, chunks: int =
 def anchor_arm(cfg: dict[str, Any], threads: int):
     """(backbone, runtime, where the adapter came from): the base with the default anchor / full adapter
     merged, on the CPU, as the generation jobs load it."""
-    from anchormask import backbone as bb
-    from anchormask import modeljob
+    from anchormask.model import backbone as bb
+    from anchormask.model import modeljob
 
     runtime = bb.pick_runtime("cpu")
     adapter, adapter_source = common.default_adapter(cfg, threads)
@@ -143,7 +143,7 @@ def anchor_arm(cfg: dict[str, Any], threads: int):
 def run(threads: int | None = None) -> tuple[dict, list[Line]]:
     import torch
 
-    from anchormask import generation, sampler
+    from anchormask.generation import arm_answers, decoding, sampler
 
     cfg = common.load_config()
     threads = common.job_threads(cfg, "generation", threads)
@@ -155,8 +155,8 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
                                    decoding="fixed")
     backbone, runtime, adapter_source = anchor_arm(cfg, threads)
     retrieved = common.retrieved_queries(cfg)
-    requests = generation.requests_for(backbone, retrieved)
-    suppressed = sampler.suppressed_token_ids(backbone)
+    requests = arm_answers.requests_for(backbone, retrieved)
+    suppressed = decoding.suppressed_token_ids(backbone)
     warm = sampler.generate(backbone, runtime, requests, settings)  # warm-up
     reference_generate(backbone.model, requests[0].prompt_ids, requests[0].anchor_ids, answer_len=settings.answer_len,
                        steps=2, mask_id=backbone.mask_token_id, suppressed=suppressed)  # warm-up
@@ -173,7 +173,7 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
                                      speed["project_wall"])
     payload = {
         "benchmark": "sampler",
-        "description": "generations/s of anchormask.sampler.generate (one batch) vs a one-query-at-a-time LLaDA-style "
+        "description": "generations/s of anchormask.generation.sampler.generate (one batch) vs a one-query-at-a-time LLaDA-style "
                        "generate() (full forward per step, float64 softmax over the full vocabulary at every position)",
         "threads": threads, "queries": len(requests), "settings": settings.record() | {"batch_size": settings.batch_size},
         "matmul_rate": rate, "arm": "anchor", "adapter": adapter_source,
@@ -221,10 +221,11 @@ def throughput(runs: list, ref: Reference, rate: dict[str, Any], n: int) -> dict
 
 def post_anchor_overlaps(backbone, results, retrieved, vocabs) -> tuple[np.ndarray, list[str]]:
     """Each query's post-anchor text and its corpus_overlap with its own domain's corpus."""
-    from anchormask import generation, metric
+    from anchormask.generation import arm_answers
+    from anchormask.measurement import metric
 
     end_id = backbone.ids.end
-    texts = [backbone.tokenizer.decode(generation.post_anchor_ids(r, end_id), skip_special_tokens=True)
+    texts = [backbone.tokenizer.decode(arm_answers.post_anchor_ids(r, end_id), skip_special_tokens=True)
              for r in results]
     return np.array([metric.score(t, vocabs[q["domain"]]).overlap for t, q in zip(texts, retrieved)]), texts
 
@@ -233,7 +234,7 @@ def threshold_experiment(cfg: dict[str, Any], backbone, runtime, requests, retri
                          fixed_wall: float) -> dict[str, Any]:
     """``decoding: threshold`` against the fixed run: forward passes, wall time, and the paired bootstrap of
     the mean corpus_overlap's change."""
-    from anchormask import metric, tables
+    from anchormask.measurement import metric, tables
     from anchormask.stats import bootstrap
 
     th_settings = dataclasses.replace(settings, decoding="threshold")

@@ -1,4 +1,4 @@
-"""7. Scale: the memory model (src/anchormask/memory.py) checked at the real architectures' shapes.
+"""7. Scale: the memory model (src/anchormask/model/memory.py) checked at the real architectures' shapes.
 
 For each shape (LLaDA-8B's and Dream-7B's config.json values, the report's 1.3B LLaDA-style shape, a
 ~50M LLaDA-style and a ~120M Dream-style shape (untied, GQA) and the embedded base) that the machine can hold, three measurements, each in
@@ -77,10 +77,11 @@ class ModelLine(Line):
 
 
 def study_config(layer: str | None) -> dict[str, Any]:
-    from anchormask import config
+    from anchormask.settings import config
+    from anchormask.settings import layers as config_layers
 
     cfg = common.load_config()
-    return config.merge(cfg, config.yaml_file(common.REPO / layer)) if layer else cfg
+    return config_layers.merge(cfg, config.yaml_file(common.REPO / layer)) if layer else cfg
 
 
 def checkpoint(name: str, family: str, raw: dict | None, work: Path) -> Path:
@@ -129,7 +130,7 @@ def measure(spec: dict, work: Path, timeout: int = 3600) -> dict[str, Any]:
 
 
 def job_spec(name: str, family: str, cfg: dict, path: Path, device: str, threads: int | None) -> dict[str, Any]:
-    from anchormask import study
+    from anchormask.settings import study
 
     base = {**cfg["base"], "path": str(path), "device": device, "sha256": "0" * 64}
     if family != "bert":
@@ -142,7 +143,7 @@ def job_spec(name: str, family: str, cfg: dict, path: Path, device: str, threads
 
 def predictions(shape, cfg: dict, device: str, results: dict[str, dict]) -> dict[str, dict[str, int]]:
     """The model at the shapes the measurements ran: the masked positions they drew, the batch's width."""
-    from anchormask import memory
+    from anchormask.model import memory
 
     ran = {"masked": results["train"]["masked"], "gen_masked": results["generate"]["masked"],
            "width": results["generate"]["width"]}
@@ -154,7 +155,7 @@ def measured_value(record: dict, device: str) -> int:
 
 
 def one_shape(name: str, device: str, threads: int | None, work: Path) -> tuple[dict, list[Line]]:
-    from anchormask import memory
+    from anchormask.model import memory
 
     family, raw, layer = SHAPES[name]
     cfg = study_config(layer)
@@ -219,7 +220,7 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
 def study_work(cfg: dict) -> dict[str, int]:
     """The default study's training steps (each run once, to its longest adapter) and denoising forwards
     of full batches (each arm on each query set, each sweep point on the main set; probes left out)."""
-    from anchormask import study
+    from anchormask.settings import study
 
     runs: dict[tuple, int] = {}
     for job in study.trained_adapters(cfg):

@@ -75,8 +75,8 @@ def random_model(raw: dict, family: str, runtime) -> torch.nn.Module:
 
 
 def load(spec: dict):
-    from anchormask import backbone as bb
-    from anchormask import modeljob
+    from anchormask.model import backbone as bb
+    from anchormask.model import modeljob
 
     base = modeljob.Base.from_config(spec["base"] | {"path": spec["dir"]})
     runtime = modeljob.start(base, spec["threads"])
@@ -93,7 +93,7 @@ def load(spec: dict):
 def synthetic_pairs(backbone, seq_len: int, batch: int, seed: int = 0):
     """``batch`` training sequences of exactly ``seq_len`` positions (the longest the study allows), in
     the base's layout: the start token, a question of a quarter of the length, the answer, the end."""
-    from anchormask import layout
+    from anchormask.model import layout
 
     template = backbone.template
     g = torch.Generator().manual_seed(seed)
@@ -110,7 +110,8 @@ def synthetic_pairs(backbone, seq_len: int, batch: int, seed: int = 0):
 
 
 def train_once(backbone, runtime, spec: dict) -> dict:
-    from anchormask import masking, study, train
+    from anchormask.training import masking, train
+    from anchormask.settings import study
 
     settings = spec["train"]
     job = study.AdapterJob("anchor", "full", settings["batch_size"], 1, 42)
@@ -137,7 +138,7 @@ def generate_once(backbone, runtime, spec: dict) -> dict:
     position still masked), stopped before the second."""
     import contextlib
 
-    from anchormask import sampler
+    from anchormask.generation import sampler
 
     settings = sampler.SamplerSettings.from_config(spec["generation"])
     g = torch.Generator().manual_seed(1)
@@ -169,7 +170,8 @@ def _sync(runtime) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from anchormask import generation, sampler, train  # noqa: F401  (what every model job imports first)
+    from anchormask.generation import arm_answers, sampler  # noqa: F401  (what every model job imports first)
+    from anchormask.training import train
 
     spec = json.loads(Path(argv[0]).read_text())
     backbone, runtime, load_s = load(spec)

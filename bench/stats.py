@@ -43,7 +43,8 @@ LOOP_TARGET = 25.0
 
 def synthetic_generations(cfg: dict[str, Any], seed: int = 7) -> pd.DataFrame:
     """One row per (arm, query): arm, query_id, domain, split, overlap (the statistics job's input shape)."""
-    from anchormask import data, study
+    from anchormask import data
+    from anchormask.settings import study
 
     rng = np.random.default_rng(seed)
     rows = []

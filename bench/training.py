@@ -1,4 +1,4 @@
-"""1. Training throughput: anchormask.train.train_step against a plain PyTorch loop.
+"""1. Training throughput: anchormask.training.train.train_step against a plain PyTorch loop.
 
 Both sides train their own copy of the same base with the same LoRA config and the same
 initial LoRA weights, on the same batches (the pipeline's default anchor / full job: its
@@ -92,8 +92,8 @@ def two_models(cfg: dict[str, Any], settings: dict[str, Any], seed: int):
     import torch
     from peft import get_peft_model
 
-    from anchormask import backbone as bb
-    from anchormask import train
+    from anchormask.model import backbone as bb
+    from anchormask.training import train
 
     runtime = bb.pick_runtime("cpu")
     base = str(common.base_dir(cfg))
@@ -114,7 +114,7 @@ def sides(cfg: dict[str, Any], settings: dict[str, Any], seed: int) -> tuple[Sid
     """(project side, reference side, project backbone), each with its own AdamW and mask generator."""
     import torch
 
-    from anchormask import masking, train
+    from anchormask.training import masking, train
 
     runtime, project, project_model, _, ref_model = two_models(cfg, settings, seed)
     opt_p = train.make_optimizer([p for p in project_model.parameters() if p.requires_grad], settings)
@@ -142,7 +142,8 @@ def job_batches(cfg: dict[str, Any], settings: dict[str, Any], project, seed: in
     """The default job's first ``n`` batches of encoded pairs (its pairs, batch size and shuffling)."""
     import torch
 
-    from anchormask import data, train
+    from anchormask import data
+    from anchormask.training import train
 
     pairs_path = str(common.repo_path(cfg["data"]["pairs"]))
     pairs = data.select_pairs(data.load_pairs(pairs_path), cfg["train"]["default"]["size"], settings["subset"], seed)
@@ -155,7 +156,7 @@ def alternate(project: Side, reference: Side, batches: list[list], warmup: int, 
               settings: dict[str, Any]) -> None:
     """Warm-up steps on both sides (phases then forgotten), then the timed steps in chunks, the side that
     goes first alternating from chunk to chunk."""
-    from anchormask import layout
+    from anchormask.model import layout
 
     for batch in batches[:warmup]:
         project.update(batch)
@@ -173,7 +174,7 @@ def run(threads: int | None = None, steps: int = 30, warmup: int = 5, chunk: int
         seed: int = 42) -> tuple[dict, list[Line]]:
     import torch
 
-    from anchormask import study
+    from anchormask.settings import study
 
     cfg = common.load_config()
     threads = common.job_threads(cfg, "train", threads)
@@ -200,7 +201,7 @@ def payload(cfg: dict[str, Any], settings: dict[str, Any], out: dict[str, Any], 
             threads: int, steps: int, warmup: int, chunk: int) -> dict[str, Any]:
     return {
         "benchmark": "training",
-        "description": "tokens/s (answer + question tokens) of anchormask.train.train_step (dynamic padding, logits "
+        "description": "tokens/s (answer + question tokens) of anchormask.training.train.train_step (dynamic padding, logits "
                        "at masked positions) vs a plain loop (fixed padding to L, full-vocabulary logits everywhere)",
         "job": {"strategy": STRATEGY, "targets": TARGETS, "size": cfg["train"]["default"]["size"],
                 "batch_size": settings["batch_size"], "seq_len": settings["seq_len"], "rank": settings["rank"],

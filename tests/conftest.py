@@ -44,7 +44,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def tiny_backbone(tiny_model_dir):
     """(backbone, runtime) of the tiny model on the CPU, in eval mode; one per module."""
-    from anchormask import backbone as bb
+    from anchormask.model import backbone as bb
 
     runtime = bb.pick_runtime("cpu")
     backbone = bb.load_backbone(tiny_model_dir, runtime=runtime)
@@ -73,7 +73,8 @@ def tiny_pairs(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def trained_adapter(tiny_model_dir, tiny_pairs, tmp_path_factory) -> Path:
     """anchor_full_n6_s2_seed42 trained on the tiny model and pairs; copy it before altering it."""
-    from anchormask import study, train
+    from anchormask.settings import study
+    from anchormask.training import train
 
     out = tmp_path_factory.mktemp("adapters") / "anchor_full_n6_s2_seed42"
     train.train(cpu_base(tiny_model_dir), str(tiny_pairs), study.AdapterJob("anchor", "full", 6, 2, 42),
@@ -84,7 +85,8 @@ def trained_adapter(tiny_model_dir, tiny_pairs, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def law_retrieval(tmp_path_factory) -> Path:
     """The retrieval file of the first three law queries (held out, main query set)."""
-    from anchormask import data, retrieval
+    from anchormask import data
+    from anchormask.generation import retrieval
 
     out = tmp_path_factory.mktemp("retrieval") / "law.jsonl"
     queries = data.load_queries(REPO / "data" / "queries" / "law.jsonl", 3)

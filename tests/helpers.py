@@ -30,7 +30,7 @@ def build_tiny_model(path: Path, *, layers: int = 2, hidden: int = 32, seed: int
 
 def cpu_base(path, sha256: str = "f" * 64):
     """A base on the CPU, as the config's base block gives it to a model job."""
-    from anchormask.modeljob import Base
+    from anchormask.model.modeljob import Base
 
     return Base.from_config({"path": str(path), "sha256": sha256, "device": "cpu"})
 
@@ -92,7 +92,7 @@ def two_pass_attention_probe(backbone, runtime, requests, settings):
     the sampler's passes, the observed input runs once more with ``output_attentions`` (or, for an ``sdpa``
     family, while torch's SDPA is recorded). The reference the probe's one-pass reading must equal.
     Returns (query id -> [layers, heads, 2], the sampler's results)."""
-    from anchormask import sampler
+    from anchormask.generation import sampler
     from anchormask.probes import attention
 
     sums, steps = {}, {}
@@ -118,7 +118,7 @@ def two_pass_attention_probe(backbone, runtime, requests, settings):
 def one_pass_attention_probe(backbone, runtime, requests, settings, monkeypatch):
     """``attention.attention_probe`` with what it leaves unseen: (masses, the sampler's results, the model's
     forward passes)."""
-    from anchormask import sampler
+    from anchormask.generation import sampler
     from anchormask.probes import attention
 
     results, passes, generate = [], [], sampler.generate
@@ -135,7 +135,7 @@ def one_pass_attention_probe(backbone, runtime, requests, settings, monkeypatch)
 
 def forward_passes_of_plain_generation(backbone, runtime, requests, settings):
     """(the sampler's results without an observer, the model's forward passes they took)."""
-    from anchormask import sampler
+    from anchormask.generation import sampler
 
     passes = []
     handle = backbone.model.register_forward_pre_hook(lambda module, args: passes.append(1))
@@ -164,8 +164,8 @@ def assert_one_pass_probe_equals_two_passes(backbone, runtime, requests, setting
 # Writes half a file through the atomic writer, says so, and blocks until it is killed.
 WRITER = """
 import sys, time
-from anchormask import io
-with io.atomic_path(sys.argv[1]) as tmp:
+from anchormask import fileio
+with fileio.atomic_path(sys.argv[1]) as tmp:
     tmp.write_bytes(b"half a figure")
     print("writing", flush=True)
     time.sleep(600)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from anchormask import audit
+from anchormask.repro import audit
 from anchormask.checksum import directory_sha256, file_sha256
 from anchormask.cli import main as cli
 from helpers import TINY, flip_one_byte, snakemake, snakemake_cli
@@ -170,7 +170,7 @@ def test_manifest_and_compare_on_a_synthetic_tree(tmp_path, capsys):
 
 def _synthetic_study(root: Path) -> tuple[str, str]:
     """An adapter, a small retrieval file and one generation file built from both, with metadata."""
-    from anchormask import adapters
+    from anchormask.model import adapters
 
     adapter, retrieval, generation = ("results/adapters/anchor_full_n8_s3_seed42", "results/retrieval/law.jsonl",
                                       "results/generations/anchor.jsonl")

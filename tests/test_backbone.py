@@ -2,8 +2,8 @@ import pytest
 import torch
 from torch import nn
 
-from anchormask import backbone as bb
-from anchormask import families
+from anchormask.model import backbone as bb
+from anchormask.model import families
 from helpers import REPO
 
 pytestmark = pytest.mark.unit

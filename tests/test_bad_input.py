@@ -4,7 +4,8 @@ import copy
 
 import pytest
 
-from anchormask import config, schemas
+from anchormask import schemas
+from anchormask.settings import config
 from helpers import REPO
 
 
@@ -52,7 +53,7 @@ def generations(truncated: dict[tuple[str, str], int]) -> "pd.DataFrame":
 
 @pytest.mark.unit
 def test_truncated_anchors_are_counted_per_arm_and_domain_once_per_query():
-    from anchormask import tables
+    from anchormask.measurement import tables
 
     counts = tables.anchor_truncations(generations({("base", "law"): 2, ("anchor", "law"): 2}))
     assert counts.to_dict("records") == [
@@ -64,7 +65,7 @@ def test_truncated_anchors_are_counted_per_arm_and_domain_once_per_query():
 
 @pytest.mark.unit
 def test_the_headline_says_how_many_anchors_were_truncated():
-    from anchormask import tables
+    from anchormask.measurement import tables
     from anchormask.reporting.markdown import truncation_markdown
 
     cut = truncation_markdown(tables.anchor_truncations(generations({("base", "law"): 2, ("anchor", "law"): 2})))
@@ -80,7 +81,9 @@ def test_no_anchor_of_the_default_study_is_truncated():
     """The default generation.answer_len (48) holds the longest locus statement of every corpus."""
     from transformers import AutoTokenizer
 
-    from anchormask import data, layout, study
+    from anchormask import data
+    from anchormask.model import layout
+    from anchormask.settings import study
 
     cfg = config.load(REPO / "config.yaml")
     tokenizer = AutoTokenizer.from_pretrained(REPO / cfg["base"]["path"])
@@ -100,7 +103,7 @@ def finished_generation(work, adapter_name="anchor_full_n16_s6_seed42"):
     import torch
     from safetensors.torch import save_file
 
-    from anchormask import adapters
+    from anchormask.model import adapters
 
     adapter = work / "results" / "adapters" / adapter_name
     adapter.mkdir(parents=True)
@@ -119,7 +122,7 @@ def finished_generation(work, adapter_name="anchor_full_n16_s6_seed42"):
 
 @pytest.mark.unit
 def test_a_whole_adapter_gives_no_warning(tmp_path):
-    from anchormask import audit
+    from anchormask.repro import audit
 
     finished_generation(tmp_path)
     assert audit.damaged_adapters(workdir=tmp_path) == [] and audit.format_damaged([]) == ""
@@ -134,7 +137,7 @@ def test_a_whole_adapter_gives_no_warning(tmp_path):
 def test_an_adapter_damaged_after_use_is_named_with_the_command_that_rebuilds_it(tmp_path, damage, problem):
     import shutil
 
-    from anchormask import audit
+    from anchormask.repro import audit
 
     adapter = finished_generation(tmp_path)
     weights = adapter / "adapter_model.safetensors"

@@ -3,8 +3,8 @@
 import pytest
 from transformers import AutoTokenizer
 
-from anchormask import generation
-from anchormask.embedded_base import base_eval
+from anchormask.generation import arm_answers
+from anchormask.model import base_eval
 
 pytestmark = pytest.mark.unit
 
@@ -41,21 +41,21 @@ def test_generation_gates_see_repetition_and_non_words():
     fluent = base_eval.generation_quality([_record("the river flows into a long sea", mid=True), _record("")],
                                           words)
     assert fluent["adjacent_repeat_share"] == 0 and fluent["distinct_2"] == 1 and fluent["dictionary_share"] == 1
-    assert fluent["stop_word_share"] == pytest.approx(3 / 7)  # the, into, a: quality.STOP_WORDS
+    assert fluent["stop_word_share"] == pytest.approx(3 / 7)  # the, into, a: degeneracy.STOP_WORDS
     assert fluent["mid_word_share"] == 0.5 and fluent["empty_share"] == 0.5
     nothing = base_eval.generation_quality([_record("")], words)
     assert nothing["adjacent_repeat_share"] == 0 and nothing["distinct_2"] == 0 and nothing["empty_share"] == 1
 
 
 def test_the_gates_read_one_text_as_the_studys_degeneracy_columns_do():
-    from anchormask import quality
+    from anchormask.measurement import degeneracy
 
     text = "Don't the river, the river flows flows into the sea of the river"
     gated = base_eval.generation_quality([_record(text)], frozenset())
-    assert gated["adjacent_repeat_share"] == quality.adjacent_repeat_share(text) > 0
-    assert gated["distinct_2"] == quality.distinct_n(text, 2) < 1
-    words = quality.words(text)
-    assert gated["stop_word_share"] == pytest.approx(1 - len(quality.content_words(words)) / len(words))
+    assert gated["adjacent_repeat_share"] == degeneracy.adjacent_repeat_share(text) > 0
+    assert gated["distinct_2"] == degeneracy.distinct_n(text, 2) < 1
+    words = degeneracy.words(text)
+    assert gated["stop_word_share"] == pytest.approx(1 - len(degeneracy.content_words(words)) / len(words))
 
 
 def test_gates_compare_each_value_with_its_target():
@@ -77,7 +77,7 @@ def test_continuation_is_decoded_with_the_anchor_and_a_word_piece_stays_with_its
     tok.add_tokens(["##s"])  # a continuation piece, as WordPiece vocabularies have
     anchor = tok("the river flow", add_special_tokens=False)["input_ids"]
     tail = tok.convert_tokens_to_ids(["##s", "into", "the", "sea"])
-    text, mid_word = generation.split_post_anchor(tok, anchor + tail, len(anchor), tail)
+    text, mid_word = arm_answers.split_post_anchor(tok, anchor + tail, len(anchor), tail)
     assert (text, mid_word) == ("into the sea", True)
     tail = tok.convert_tokens_to_ids(["into", "the", "sea"])
-    assert generation.split_post_anchor(tok, anchor + tail, len(anchor), tail) == ("into the sea", False)
+    assert arm_answers.split_post_anchor(tok, anchor + tail, len(anchor), tail) == ("into the sea", False)

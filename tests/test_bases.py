@@ -12,7 +12,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from anchormask import bases, checksum, config, tables
+from anchormask import checksum
+from anchormask.settings import bases, config
+from anchormask.settings import layers as config_layers
+from anchormask.measurement import tables
 from anchormask.reporting import bases as report_bases
 from anchormask.stats import crossbase
 from helpers import REPO, copy_repo, dry_run_jobs, snakemake
@@ -24,14 +27,14 @@ from tiny_families import BUILDERS, remote_code_runs
 @pytest.mark.unit
 def test_a_layer_merges_mapping_by_mapping_and_replaces_lists():
     common = {"train": {"rank": 16, "seeds": [42], "default": {"size": 144, "steps": 300}}, "arms": {"a": 1}}
-    out = config.merge(common, {"train": {"seeds": [1, 2], "default": {"steps": 100}}, "arms": {"b": 2}})
+    out = config_layers.merge(common, {"train": {"seeds": [1, 2], "default": {"steps": 100}}, "arms": {"b": 2}})
     assert out == {"train": {"rank": 16, "seeds": [1, 2], "default": {"size": 144, "steps": 100}},
                    "arms": {"a": 1, "b": 2}}
     assert common["train"]["seeds"] == [42]  # the common config is not touched
 
 
 def _layers(cfg):
-    return config.ConfigLayers((("config.yaml", cfg),))
+    return config_layers.ConfigLayers((("config.yaml", cfg),))
 
 
 @pytest.mark.unit

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from anchormask import backbone as bb
-from anchormask import layout, masking, train
-from anchormask import memory as memory_model
+from anchormask.model import backbone as bb
+from anchormask.model import layout
+from anchormask.training import masking, train
+from anchormask.model import memory as memory_model
 from bench import common, e2e, flops, memory, scale, scale_job, stats
 from bench.common import Line
 from bench.reference import reference_train_step

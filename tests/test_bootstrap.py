@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from anchormask.stats import bootstrap, pairwise, signflip
-from anchormask.io import InputError
+from anchormask.fileio import InputError
 
 pytestmark = pytest.mark.unit
 

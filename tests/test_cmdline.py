@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
-from anchormask import cli, cmdline, io
+from anchormask import cli
+from anchormask.settings import command_line
+from anchormask import fileio
 from helpers import copy_repo, snakemake
 
 
@@ -18,7 +20,7 @@ def fixed_command(message: str) -> list[str]:
 
 @pytest.mark.unit
 def test_a_dotted_config_key_gets_the_nested_mapping_that_works():
-    [message] = cmdline.problems(["--cores", "2", "--config", "train.lr=0.002", "generation.steps=8",
+    [message] = command_line.problems(["--cores", "2", "--config", "train.lr=0.002", "generation.steps=8",
                                   "train.overrides.anchor.rank=4", "sweep={sizes: [72]}"])
     assert message.startswith("--config train.lr=0.002 generation.steps=8 train.overrides.anchor.rank=4: a dotted key")
     assert "--configfile=FILE" in message and "Config entry must start with a valid identifier" in message
@@ -28,7 +30,7 @@ def test_a_dotted_config_key_gets_the_nested_mapping_that_works():
 
 @pytest.mark.unit
 def test_a_missing_config_file_is_named_with_where_it_was_looked_for(tmp_path):
-    [message] = cmdline.problems(["-n", "--configfile", "tests/configs/nonexistent.yaml"], cwd=tmp_path)
+    [message] = command_line.problems(["-n", "--configfile", "tests/configs/nonexistent.yaml"], cwd=tmp_path)
     assert message.startswith("--configfile tests/configs/nonexistent.yaml: file not found")
     assert str(tmp_path.resolve()) in message and "--configfile=config/seeds3.yaml" in message
 
@@ -36,19 +38,19 @@ def test_a_missing_config_file_is_named_with_where_it_was_looked_for(tmp_path):
 @pytest.mark.unit
 def test_a_target_after_configfile_gets_the_command_with_the_equals_sign(tmp_path):
     (tmp_path / "tiny.yaml").write_text("train: {rank: 8}\n")
-    [message] = cmdline.problems(["--configfile", "tiny.yaml", "results/base/verified.json", "--cores", "2"],
+    [message] = command_line.problems(["--configfile", "tiny.yaml", "results/base/verified.json", "--cores", "2"],
                                  cwd=tmp_path)
     assert "results/base/verified.json would be read as a config file" in message
     assert fixed_command(message) == ["--configfile=tiny.yaml", "--cores", "2", "results/base/verified.json"]
     # a rule name is no path: it is a missing config file, with the same fix offered
-    [message] = cmdline.problems(["--configfile", "tiny.yaml", "pretrain_base"], cwd=tmp_path)
+    [message] = command_line.problems(["--configfile", "tiny.yaml", "pretrain_base"], cwd=tmp_path)
     assert "--configfile pretrain_base: file not found" in message
     assert "if pretrain_base is a target (a rule name), write --configfile=tiny.yaml before it" in message
 
 
 @pytest.mark.unit
 def test_a_target_after_config_is_moved_behind_the_double_dash():
-    [message] = cmdline.problems(["-n", "--config", "train={rank: 8}", "results/tables/headline.md"])
+    [message] = command_line.problems(["-n", "--config", "train={rank: 8}", "results/tables/headline.md"])
     assert "results/tables/headline.md is not one" in message
     assert fixed_command(message) == ["-n", "--config", "train={rank: 8}", "--", "results/tables/headline.md"]
 
@@ -63,17 +65,17 @@ def test_a_target_after_config_is_moved_behind_the_double_dash():
 def test_command_lines_that_say_what_they_mean_pass(argv):
     from helpers import REPO
 
-    assert cmdline.problems(argv, cwd=REPO) == []
+    assert command_line.problems(argv, cwd=REPO) == []
 
 
 @pytest.mark.unit
 def test_the_workflow_refuses_a_target_it_was_given_as_config_file(tmp_path):
-    with pytest.raises(io.InputError) as err:
-        cmdline.check_configfiles([tmp_path / "tiny.yaml", tmp_path / "results/base/verified.json"], cwd=tmp_path)
+    with pytest.raises(fileio.InputError) as err:
+        command_line.check_configfiles([tmp_path / "tiny.yaml", tmp_path / "results/base/verified.json"], cwd=tmp_path)
     assert str(err.value).startswith("--configfile results/base/verified.json: read as a config file, but it is a "
                                      "target")
     assert "snakemake --configfile=tiny.yaml results/base/verified.json" in str(err.value)
-    cmdline.check_configfiles([tmp_path / "tiny.yaml", tmp_path / "config/seeds3.yaml"], cwd=tmp_path)
+    command_line.check_configfiles([tmp_path / "tiny.yaml", tmp_path / "config/seeds3.yaml"], cwd=tmp_path)
 
 
 @pytest.mark.unit
@@ -87,7 +89,7 @@ def test_anchormask_run_stops_before_snakemake_on_a_bad_command_line(capsys):
 def test_snakemake_refuses_the_dotted_key_and_accepts_the_suggested_fix(repo_copy):
     proc = snakemake(repo_copy, "-n", "--config", "train.lr=0.002", "results/base/verified.json", check=False)
     assert proc.returncode != 0 and "Config entry must start with a valid identifier" in proc.stdout + proc.stderr
-    [message] = cmdline.problems(["-n", "--config", "train.lr=0.002", "--", "results/adapters/anchor_full_n144_s300_seed42"])
+    [message] = command_line.problems(["-n", "--config", "train.lr=0.002", "--", "results/adapters/anchor_full_n144_s300_seed42"])
     proc = snakemake(repo_copy, *fixed_command(message))
     assert "rule train_adapter:" in proc.stdout + proc.stderr
 

@@ -1,9 +1,9 @@
-"""Code digests from a script's import closure (anchormask.codedigest), not from hand-written lists."""
+"""Code digests from a script's import closure (anchormask.repro.codedigest), not from hand-written lists."""
 
 
 import pytest
 
-from anchormask import codedigest
+from anchormask.repro import codedigest
 from helpers import REPO
 
 pytestmark = pytest.mark.unit
@@ -68,15 +68,17 @@ def test_digest_is_plain_text_and_stable(package):
 def test_closures_of_the_real_scripts_hold_the_modules_the_old_lists_missed():
     verify = codedigest.import_closure((SCRIPTS / "verify_base.py").resolve(), PACKAGE.resolve())
     figure = codedigest.import_closure((SCRIPTS / "figure.py").resolve(), PACKAGE.resolve())
-    assert "verify" in verify and "runlog" in verify
-    assert {"tables", "reporting", "reporting.figures", "reporting.arms"} <= set(figure)
-    assert "embedded_base.pretrain" not in figure and "generation" not in figure and "probes" not in figure
+    assert "model.verify" in verify and "repro.runlog" in verify
+    assert {"measurement.tables", "reporting", "reporting.figures", "reporting.arms"} <= set(figure)
+    assert not {"embedded_base.pretrain", "generation.sampler", "generation.arm_answers", "probes"} & set(figure)
     train = codedigest.import_closure((SCRIPTS / "train_adapter.py").resolve(), PACKAGE.resolve())
-    assert {"train", "backbone", "families", "masking", "layout", "data", "study", "io"} <= set(train)
-    assert not {"tables", "reporting", "reporting.figures", "stats.bootstrap", "probes"} & set(train)
+    assert {"training.train", "model.backbone", "model.families", "training.masking", "model.layout", "data",
+            "settings.study", "fileio"} <= set(train)
+    assert not {"measurement.tables", "reporting", "reporting.figures", "stats.bootstrap", "probes",
+                "generation.sampler"} & set(train)
     summary = codedigest.import_closure((SCRIPTS / "probe_summary.py").resolve(), PACKAGE.resolve())
-    assert {"reporting.probe_markdown", "reporting.markdown", "families"} <= set(summary)  # families: KINDS
-    assert not {"probes", "probes.attention", "reporting.figures", "backbone"} & set(summary)  # tables, not probe code
+    assert {"reporting.probe_markdown", "reporting.markdown", "model.families"} <= set(summary)  # families: KINDS
+    assert not {"probes", "probes.attention", "reporting.figures", "model.backbone"} & set(summary)  # tables, not probe code
 
 
 def test_every_rule_carries_its_own_scripts_digest():

@@ -3,7 +3,10 @@ import copy
 import pytest
 import yaml
 
-from anchormask import config, io, study
+from anchormask.settings import config, study
+
+from anchormask.settings import layers as config_layers
+from anchormask import fileio
 from helpers import build_tiny_model
 from helpers import REPO, merged
 
@@ -65,7 +68,7 @@ def test_bad_yaml_names_the_file_and_line(tmp_path):
     path.write_text("base: {path: x}\ntrain:\n  rank: [16\n  alpha: 32\n")
     with pytest.raises(config.ConfigError, match=r"config.yaml: line 4, column 8: not valid YAML \(expected ','"):
         config.load(path)
-    assert issubclass(config.ConfigError, io.InputError)
+    assert issubclass(config.ConfigError, fileio.InputError)
 
 
 def test_overrides_apply_to_one_strategy_only(default):
@@ -122,7 +125,7 @@ def test_empty_sweep_list_is_named(default, key):
 
 
 def test_errors_name_the_source_that_set_the_value(default):
-    layers = config.ConfigLayers((("config.yaml", {"train": {"rank": 16, "lr": 0.001, "alpha": -1}}),
+    layers = config_layers.ConfigLayers((("config.yaml", {"train": {"rank": 16, "lr": 0.001, "alpha": -1}}),
                                   ("tests/configs/tiny.yaml", {"train": {"lr": 0.5}}),
                                   ("--config", {"train": {"rank": "sixteen"}})))
     cfg = copy.deepcopy(default)
@@ -143,7 +146,7 @@ def test_command_line_values_get_the_types_the_schema_wants(default):
     cfg = copy.deepcopy(default)
     for section, values in overrides.items():
         cfg[section] = {**cfg[section], **copy.deepcopy(values)}
-    config.apply_override_types(cfg, overrides)
+    config_layers.apply_override_types(cfg, overrides)
     assert cfg["train"]["rank"] == 8 and cfg["train"]["lr"] == 0.001 and cfg["train"]["seeds"] == [1, 2]
     assert cfg["train"]["gradient_checkpointing"] is True and cfg["train"]["mask_ratio"]["low"] == 0.45
     assert cfg["base"]["path"] == "2024" and cfg["generation"]["remasking"] == "random"  # strings stay strings
@@ -155,7 +158,7 @@ def test_override_of_a_per_strategy_setting_is_typed_too(default):
     overrides = {"train": {"overrides": {"anchor": {"lr": "0.02", "rank": "4"}}}}
     cfg = copy.deepcopy(default)
     cfg["train"]["overrides"] = copy.deepcopy(overrides["train"]["overrides"])
-    config.apply_override_types(cfg, overrides)
+    config_layers.apply_override_types(cfg, overrides)
     assert study.train_settings(cfg, "anchor")["lr"] == 0.02 and study.train_settings(cfg, "anchor")["rank"] == 4
 
 
@@ -218,7 +221,7 @@ def test_a_models_position_limit_reads_the_same_from_its_config_file_and_its_con
     from transformers import AutoConfig
 
     model = build_tiny_model(tmp_path / "m")
-    from_file = config.max_positions(io.read_json(model / "config.json"))
+    from_file = config.max_positions(fileio.read_json(model / "config.json"))
     assert from_file == config.max_positions(AutoConfig.from_pretrained(model)) == ("max_position_embeddings", 96)
     assert config.max_positions({"n_positions": 64, "max_position_embeddings": 0}) == ("n_positions", 64)
     assert config.max_positions(None) is None
@@ -268,8 +271,8 @@ def test_a_nested_command_line_train_value_out_of_range_prints_one_line(default)
     overrides = {"train": {"rank": "0"}}
     cfg = copy.deepcopy(default)
     cfg["train"]["rank"] = "0"
-    config.apply_override_types(cfg, overrides)
-    layers = config.ConfigLayers((("config.yaml", default), ("--config", overrides)))
+    config_layers.apply_override_types(cfg, overrides)
+    layers = config_layers.ConfigLayers((("config.yaml", default), ("--config", overrides)))
     with pytest.raises(config.ConfigError) as err:
         config.validate(cfg, layers.source_of)
     assert str(err.value) == ("invalid configuration:\n  --config: train.rank: 0 is out of range; "

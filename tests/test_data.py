@@ -1,6 +1,7 @@
 import pytest
 
-from anchormask import data, io
+from anchormask import data
+from anchormask import fileio
 from anchormask.embedded_base.pretrain_text import lowercase_alnum_words
 from helpers import REPO
 
@@ -16,22 +17,22 @@ def write_lines(path, lines):
 
 def test_malformed_json_line_names_file_and_line(tmp_path):
     path = write_lines(tmp_path / "c.jsonl", ['{"id": "a", "text": "x"}\n', '{"id": "b", "text": \n'])
-    with pytest.raises(io.InputError, match=r"c.jsonl: line 2"):
+    with pytest.raises(fileio.InputError, match=r"c.jsonl: line 2"):
         data.load_corpus(path)
 
 
 def test_missing_field_and_empty_text_name_the_field(tmp_path):
     path = write_lines(tmp_path / "q.jsonl", ['{"id": "q1", "gold_id": "x"}\n'])
-    with pytest.raises(io.InputError, match=r"line 1: field 'query': missing"):
+    with pytest.raises(fileio.InputError, match=r"line 1: field 'query': missing"):
         data.load_queries(path)
     path = write_lines(tmp_path / "c.jsonl", ['{"id": "a", "text": "  "}\n'])
-    with pytest.raises(io.InputError, match=r"field 'text'"):
+    with pytest.raises(fileio.InputError, match=r"field 'text'"):
         data.load_corpus(path)
 
 
 def test_duplicate_ids_are_refused(tmp_path):
     path = write_lines(tmp_path / "c.jsonl", ['{"id": "a", "text": "x"}\n', '{"id": "a", "text": "y"}\n'])
-    with pytest.raises(io.InputError, match=r"line 2: field 'id': duplicate id 'a' \(first on line 1\)"):
+    with pytest.raises(fileio.InputError, match=r"line 2: field 'id': duplicate id 'a' \(first on line 1\)"):
         data.load_corpus(path)
 
 
@@ -40,7 +41,7 @@ def test_seeded_subset_is_reproducible_and_first_takes_the_head():
     assert data.select_pairs(pairs, 72, "first", 1) == pairs[:72]
     seeded = data.select_pairs(pairs, 72, "seeded", 1)
     assert seeded == data.select_pairs(pairs, 72, "seeded", 1) and seeded != pairs[:72]
-    with pytest.raises(io.InputError, match="more pairs than"):
+    with pytest.raises(fileio.InputError, match="more pairs than"):
         data.select_pairs(pairs, 1000, "first", 1)
 
 
@@ -98,23 +99,23 @@ def test_second_query_set_is_new_unique_and_answered_in_its_corpus():
 
 def test_unknown_field_is_named_with_the_allowed_ones(tmp_path):
     path = write_lines(tmp_path / "q.jsonl", ['{"id": "q1", "query": "Why?", "goldid": "x"}\n'])
-    with pytest.raises(io.InputError, match=r"q.jsonl: line 1: field 'goldid': unknown field \(did you mean "
+    with pytest.raises(fileio.InputError, match=r"q.jsonl: line 1: field 'goldid': unknown field \(did you mean "
                                             r"'gold_id'\?\); allowed fields: gold_id, id, query"):
         data.load_queries(path)
     path = write_lines(tmp_path / "p.jsonl", ['{"id": "p1", "question": "Q?", "answer": "A.", "anwser": "A."}\n'])
-    with pytest.raises(io.InputError, match=r"p.jsonl: line 1: field 'anwser': unknown field \(did you mean 'answer'"):
+    with pytest.raises(fileio.InputError, match=r"p.jsonl: line 1: field 'anwser': unknown field \(did you mean 'answer'"):
         data.load_pairs(path)
 
 
 def test_a_byte_that_is_not_utf8_names_file_line_and_column(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_bytes(b'{"id": "a", "text": "x"}\n{"id": "b", "text": "caf\xe9"}\n')
-    with pytest.raises(io.InputError, match=r"c.jsonl: line 2: byte 0xe9 at column 25 is not UTF-8; save the file"):
+    with pytest.raises(fileio.InputError, match=r"c.jsonl: line 2: byte 0xe9 at column 25 is not UTF-8; save the file"):
         data.load_corpus(path)
     json_path = tmp_path / "r.json"
     json_path.write_bytes(b'{\n"a": "\xff"\n}\n')
-    with pytest.raises(io.InputError, match=r"r.json: line 2: byte 0xff"):
-        io.read_json(json_path)
+    with pytest.raises(fileio.InputError, match=r"r.json: line 2: byte 0xff"):
+        fileio.read_json(json_path)
 
 
 def _study(tmp_path, **edits):
@@ -157,17 +158,17 @@ def test_a_consistent_study_passes_the_cross_file_checks(tmp_path):
     ({"queries__geo.jsonl": None}, r"queries/geo.jsonl: file not found; data.in_domain names domain 'geo'"),
 ])
 def test_cross_file_problems_name_file_line_and_field(tmp_path, edits, expected):
-    with pytest.raises(io.InputError, match=expected):
+    with pytest.raises(fileio.InputError, match=expected):
         data.check_all(_study(tmp_path, **edits))
 
 
 def test_the_second_query_set_is_checked_like_the_first(tmp_path):
     cfg = _study(tmp_path, **{"alt__law.jsonl": ['{"id": "law-q1", "query": "Again?", "gold_id": "law-1"}\n']})
     cfg["data"]["alt_queries_dir"] = str(tmp_path / "alt")
-    with pytest.raises(io.InputError, match=r"alt/law.jsonl: line 1: field 'id': query id 'law-q1' is also on line 1"):
+    with pytest.raises(fileio.InputError, match=r"alt/law.jsonl: line 1: field 'id': query id 'law-q1' is also on line 1"):
         data.check_all(cfg)
     (tmp_path / "alt" / "law.jsonl").unlink()
-    with pytest.raises(io.InputError, match=r"alt/law.jsonl: file not found; data.held_out names domain 'law', "
+    with pytest.raises(fileio.InputError, match=r"alt/law.jsonl: file not found; data.held_out names domain 'law', "
                                             r"whose file must be data.alt_queries_dir/law.jsonl"):
         data.check_all(cfg)
     write_lines(tmp_path / "alt" / "law.jsonl", ['{"id": "law-a1", "query": "And?", "gold_id": "law-1"}\n'])
@@ -195,14 +196,14 @@ def _generation_tokens(text: str) -> int:
     """The anchor's tokens as the generation job counts them (layout.anchor_ids with the base's tokenizer)."""
     from transformers import AutoTokenizer
 
-    from anchormask import layout
+    from anchormask.model import layout
 
     return len(layout.anchor_ids(AutoTokenizer.from_pretrained(BASE), text.strip()))
 
 
 def test_a_statement_longer_than_the_bases_positions_is_named_with_file_line_length_and_fix(tmp_path):
     n = _generation_tokens(OUTLIER)
-    with pytest.raises(io.InputError) as err:
+    with pytest.raises(fileio.InputError) as err:
         data.check_anchor_lengths(_anchor_study(tmp_path, **_law(OUTLIER)))
     assert str(err.value) == (
         f"statements that cannot serve as an anchor (counted in tokens of {BASE}/tokenizer.json):\n"
@@ -215,7 +216,7 @@ def test_a_statement_of_more_than_twice_the_answer_slot_is_named_with_the_fix(tm
     text = "Courts decide cases between parties under the law. " * 7
     n = _generation_tokens(text)
     assert 2 * 24 < n <= 128, n
-    with pytest.raises(io.InputError) as err:
+    with pytest.raises(fileio.InputError) as err:
         data.check_anchor_lengths(_anchor_study(tmp_path, **_law(text)))
     assert str(err.value).splitlines()[1] == (
         f"  {tmp_path}/corpora/law.jsonl: line 2: statement 'law-2' has {n} tokens, more than 2 × "
@@ -230,7 +231,7 @@ def test_without_a_tokenizer_json_whitespace_words_bound_the_tokens(tmp_path):
     (base / "config.json").write_text((BASE / "config.json").read_text())
     cfg = _anchor_study(tmp_path, **_law(OUTLIER))
     cfg["base"]["path"] = str(base)
-    with pytest.raises(io.InputError) as err:
+    with pytest.raises(fileio.InputError) as err:
         data.check_anchor_lengths(cfg)
     assert str(err.value).splitlines()[:2] == [
         f"statements that cannot serve as an anchor (counted in whitespace words, fewer than tokens: {base} has "
@@ -260,7 +261,7 @@ def test_anchors_that_will_be_truncated_are_summarised_in_one_line(tmp_path):
 
 
 def test_the_default_study_has_no_statement_too_long_and_no_anchor_truncated():
-    from anchormask import config
+    from anchormask.settings import config
 
     cfg = config.load(REPO / "config.yaml")
     assert data.format_truncations(cfg, data.check_anchor_lengths(cfg)) == ""

@@ -16,9 +16,11 @@ import math
 import pytest
 import torch
 
-from anchormask import backbone as bb
-from anchormask import config, layout, sampler
-from anchormask.io import InputError
+from anchormask.model import backbone as bb
+from anchormask.settings import config
+from anchormask.model import layout
+from anchormask.generation import decoding, sampler
+from anchormask.fileio import InputError
 from tiny_families import BUILDERS, REMOTE, remote_code_runs
 
 pytestmark = pytest.mark.unit
@@ -200,7 +202,7 @@ def settings_of(spec):
 
 
 def assert_llada_s_tokens(backbone, runtime, settings, **rules):
-    never = sampler.suppressed_token_ids(backbone)
+    never = decoding.suppressed_token_ids(backbone)
     results = sampler.generate(backbone, runtime, requests(backbone), settings)
     for req, res in zip(requests(backbone), results):
         slot, passes = llada_reference(backbone, req, settings, never, **rules)
@@ -229,7 +231,7 @@ def test_end_token_rules_write_generate_py_s_tokens(loaded, family, chat, spec):
 
     backbone, runtime = loaded(family, chat=chat)
     settings = settings_of(spec)
-    ends = sampler.end_token_id(backbone, "eos"), sampler.end_token_id(backbone, "eot")
+    ends = decoding.end_token_id(backbone, "eos"), decoding.end_token_id(backbone, "eot")
     assert ends == (LLADA["eos"], LLADA["eot"])
     rules = {"eos": LLADA["eos"] if settings.logits_eos_inf else None,
              "unconfident": (LLADA["eos"], LLADA["eot"]) if settings.confidence_eos_eot_inf else ()}
@@ -244,7 +246,7 @@ def median_first_confidence(backbone, settings):
     where = (x[0] == backbone.ids.mask).nonzero().flatten()
     with torch.no_grad():
         logits = guided_logits(backbone, x, len(req.prompt_ids), settings.cfg_scale)[where]
-    logits[:, sampler.suppressed_token_ids(backbone)] = -torch.inf
+    logits[:, decoding.suppressed_token_ids(backbone)] = -torch.inf
     if settings.temperature > 0 and settings.remasking == "low_confidence":  # a drawn token's expected probability
         return float((torch.softmax(logits, -1) ** 2).sum(-1).median())
     return float(_llada_confidence(logits, logits.argmax(-1), settings, (), None).median())
@@ -287,7 +289,7 @@ def test_time_schedule_and_algorithms_write_generation_utils_s_tokens(loaded, fa
     """Dream's generation_utils.py _sample."""
     backbone, runtime = loaded(family)
     settings = settings_of({"schedule": "dream", **spec})
-    never = sampler.suppressed_token_ids(backbone)
+    never = decoding.suppressed_token_ids(backbone)
     alg = {"low_confidence": "maskgit_plus"}.get(spec["remasking"], spec["remasking"])
     for req, res in zip(requests(backbone), sampler.generate(backbone, runtime, requests(backbone), settings)):
         assert res.slot_ids == dream_reference(backbone, req, settings, never, alg)
@@ -300,8 +302,8 @@ def test_a_token_drawn_at_temperature_follows_dream_s_categorical():
     settings = sampler.SamplerSettings(temperature=0.7, top_p=0.9, top_k=12)
     probs = torch.softmax(_top_p_top_k(logits / 0.7, 0.9, 12), -1)[0].double()
     draws = 20000
-    vocabulary = sampler.Vocabulary(torch.zeros(40, dtype=torch.bool), ())
-    tokens, _ = sampler._propose(logits.expand(draws, 40), settings, vocabulary,
+    vocabulary = decoding.Vocabulary(torch.zeros(40, dtype=torch.bool), ())
+    tokens, _ = decoding.propose(logits.expand(draws, 40), settings, vocabulary,
                                  [sampler.query_generator(0, "q")], torch.zeros(draws, dtype=torch.long))
     seen = torch.bincount(tokens, minlength=40).double() / draws
     assert (seen[probs == 0] == 0).all() and int((probs > 0).sum()) <= 12
@@ -317,7 +319,7 @@ def test_alg_temp_draws_positions_as_dream_s_multinomial():
     generator, draws, seen = sampler.query_generator(0, "q"), 6000, torch.zeros(6, dtype=torch.double)
     rows = torch.zeros(6, dtype=torch.long)
     for _ in range(draws):
-        seen += sampler._drawn_positions(confidence, rows, torch.tensor([2]), 0.1, [generator]).double()
+        seen += decoding._drawn_positions(confidence, rows, torch.tensor([2]), 0.1, [generator]).double()
     seen /= draws
     assert math.isclose(float(exact.sum()), 2.0) and (seen.sum() - 2).abs() < 1e-9
     assert ((seen - exact).abs() <= 5 * (exact * (1 - exact) / draws).sqrt()).all()
@@ -380,7 +382,7 @@ def test_ids_beyond_the_tokenizer_are_never_proposed(tmp_path):
     model.save_pretrained(path)
     runtime = bb.pick_runtime("cpu")
     backbone = bb.load_backbone(path, runtime=runtime)
-    assert sampler.vocabulary_width(backbone) == size + 16 == len(backbone.tokenizer) + 16
+    assert decoding.vocabulary_width(backbone) == size + 16 == len(backbone.tokenizer) + 16
     for spec in ({}, {"temperature": 2.0}, {"temperature": 1.0, "remasking": "entropy", "schedule": "dream"}):
         for res in sampler.generate(backbone, runtime, requests(backbone),
                                     sampler.SamplerSettings(answer_len=10, steps=4, **spec)):

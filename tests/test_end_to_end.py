@@ -67,7 +67,7 @@ def test_headline_figures_and_report_exist(tiny_study):
 
 
 def _words(text: str) -> list[str]:
-    """Word tokens as docs/protocol.md "Metric" defines them, written here apart from anchormask.metric."""
+    """Word tokens as docs/protocol.md "Metric" defines them, written here apart from anchormask.measurement.metric."""
     folded = unicodedata.normalize("NFKD", text.lower())
     return re.findall(r"[^\W_]+", "".join(ch for ch in folded if not unicodedata.combining(ch)))
 

@@ -12,8 +12,10 @@ import shutil
 import pytest
 import torch
 
-from anchormask import backbone as bb
-from anchormask import layout, sampler, train
+from anchormask.model import backbone as bb
+from anchormask.model import layout
+from anchormask.generation import sampler
+from anchormask.training import train
 from anchormask.probes import attention
 from helpers import assert_one_pass_probe_equals_two_passes, tiny_train_settings
 from tiny_families import BUILDERS, DREAM, FAMILIES, LLADA, REMOTE, build_llada, remote_code_runs
@@ -232,7 +234,7 @@ def test_one_training_step_learns_on_every_family(loaded, checkpoints, family, t
              ("what is the deepest lake ?", "the deepest lake is in the north .")]
     encoded = [layout.encode_pair(b.tokenizer, q, a, 64, template=b.template) for q, a in pairs]
     gen = torch.Generator().manual_seed(0)
-    from anchormask import masking
+    from anchormask.training import masking
 
     loss, info = train.train_step(b, CPU, encoded, "anchor", settings, masking.MaskRatio(0.9, 0.9), gen)
     loss.backward()
@@ -290,7 +292,7 @@ def test_gradient_checkpointing_switch_keeps_the_loss(checkpoints):
         torch.manual_seed(0)
         train.attach_lora(b, "full", tiny_train_settings())
         enc = [layout.encode_pair(b.tokenizer, "what is the sea ?", "the sea is deep .", 40)]
-        from anchormask import masking
+        from anchormask.training import masking
 
         loss, _ = train.train_step(b, CPU, enc, "anchor", tiny_train_settings(), masking.MaskRatio(0.9, 0.9),
                                    torch.Generator().manual_seed(0))

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from anchormask import tables
+from anchormask.measurement import tables
 from anchormask.reporting import figures
-from anchormask.io import InputError
+from anchormask.fileio import InputError
 from helpers import REPO
 
 pytestmark = pytest.mark.unit

@@ -2,8 +2,9 @@ import json
 
 import pytest
 
-from anchormask import data, generation, retrieval, sampler
-from anchormask.io import InputError
+from anchormask import data
+from anchormask.generation import arm_answers, retrieval, sampler
+from anchormask.fileio import InputError
 from helpers import REPO, cpu_base
 
 pytestmark = pytest.mark.unit
@@ -24,7 +25,7 @@ def test_arm_records_follow_the_schema_and_name_their_adapter(tiny_model_dir, tr
     settings = sampler.SamplerSettings(answer_len=24, steps=4)
     for arm, adapters in (("base", []), ("anchor", [str(adapter)])):
         out = tmp_path / f"{arm}.jsonl"
-        n = generation.run_arm(arm=arm, strategy=None if arm == "base" else "anchor",
+        n = arm_answers.run_arm(arm=arm, strategy=None if arm == "base" else "anchor",
                                targets=None if arm == "base" else "full", adapters=adapters,
                                retrieval_files=[str(law_retrieval)], out=str(out), base=base, settings=settings,
                                threads=1)
@@ -46,7 +47,7 @@ def test_missing_adapter_is_named_before_generation(tiny_model_dir, law_retrieva
     base = cpu_base(tiny_model_dir)
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="empty: adapter_config.json is missing.*--forcerun"):
-        generation.run_arm(arm="anchor", strategy="anchor", targets="full", adapters=[str(tmp_path / "empty")],
+        arm_answers.run_arm(arm="anchor", strategy="anchor", targets="full", adapters=[str(tmp_path / "empty")],
                            retrieval_files=[str(law_retrieval)], out=str(tmp_path / "x.jsonl"), base=base,
                            settings=sampler.SamplerSettings(answer_len=16, steps=2), threads=1)
     assert not (tmp_path / "x.jsonl").exists()
@@ -54,8 +55,8 @@ def test_missing_adapter_is_named_before_generation(tiny_model_dir, law_retrieva
 
 def test_a_truncated_anchor_is_logged(tiny_model_dir, law_retrieval, tmp_path, caplog):
     base = cpu_base(tiny_model_dir)
-    caplog.set_level("WARNING", logger="anchormask.generation")
-    generation.run_arm(arm="base", strategy=None, targets=None, adapters=[], retrieval_files=[str(law_retrieval)],
+    caplog.set_level("WARNING", logger="anchormask.generation.arm_answers")
+    arm_answers.run_arm(arm="base", strategy=None, targets=None, adapters=[], retrieval_files=[str(law_retrieval)],
                        out=str(tmp_path / "g.jsonl"), base=base, settings=sampler.SamplerSettings(answer_len=4, steps=2),
                        threads=1)
     rows = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]

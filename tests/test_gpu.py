@@ -149,7 +149,8 @@ def _retrieved(law_retrieval) -> list[dict]:
 
 
 def _checks(device, tiny_model_dir, tiny_pairs, law_retrieval, bases_extra=()):
-    from anchormask import data, sampler
+    from anchormask import data
+    from anchormask.generation import sampler
 
     settings = sampler.SamplerSettings(answer_len=8, steps=4, temperature=0.0)
     bases = [gpu.Base("tiny", tiny_model_dir), *bases_extra]

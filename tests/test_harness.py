@@ -18,12 +18,12 @@ pytestmark = pytest.mark.unit
 
 
 def make_lm(path, family=None, **setup):
-    from anchormask import sampler
+    from anchormask.generation import sampler
     from anchormask.harness.model import AnchormaskLM, Setup
 
     base = cpu_base(path)
     if family in REMOTE:
-        from anchormask.modeljob import Base
+        from anchormask.model.modeljob import Base
 
         base = Base.from_config({"path": str(path), "sha256": "f" * 64, "device": "cpu", "trust_remote_code": True})
     settings = sampler.SamplerSettings(answer_len=24, steps=8)
@@ -96,7 +96,7 @@ def test_loglikelihood_agrees_with_a_hand_computation(lm):
 
 
 def test_the_greedy_flag_says_whether_greedy_decoding_writes_the_continuation(lm):
-    from anchormask import sampler
+    from anchormask.generation import sampler
 
     prompt = lm.prompt("Which river flows into the sea?", 2)
     slot = sampler.generate(lm.backbone, lm.runtime, [sampler.Request("g", prompt, [])],
@@ -122,7 +122,7 @@ def test_generate_until_stops_at_the_tasks_stop_sequence(lm):
 
 def test_an_altered_adapter_is_refused_with_the_audits_message(tiny_model_dir, trained_adapter, tmp_path):
     from anchormask.harness.model import AnchormaskLM
-    from anchormask.io import InputError
+    from anchormask.fileio import InputError
 
     altered = tmp_path / "anchor_full_n6_s2_seed42"
     shutil.copytree(trained_adapter, altered)
@@ -164,7 +164,8 @@ def _record(task, values):
 
 
 def test_the_stage_table_sets_each_arm_against_the_base_with_the_harness_stderr(tmp_path):
-    from anchormask import io, tables
+    from anchormask import fileio
+    from anchormask.measurement import tables
     from anchormask.harness import results
 
     runs = [{"arm": "base", "train_seed": None, "task": "anchormask_cloze"},
@@ -173,7 +174,7 @@ def test_the_stage_table_sets_each_arm_against_the_base_with_the_harness_stderr(
     paths = []
     for i, value in enumerate([0.25, 0.5, 0.75]):
         paths.append(str(tmp_path / f"{i}.json"))
-        io.write_json(paths[-1], _record("anchormask_cloze", {"acc": (value, 0.1), "acc_norm": (value / 2, 0.05)}))
+        fileio.write_json(paths[-1], _record("anchormask_cloze", {"acc": (value, 0.1), "acc_norm": (value / 2, 0.05)}))
     df = results.write_table(runs, paths, str(tmp_path / "t.md"), str(tmp_path / "t.parquet"))
     acc = df[df["metric"] == "acc"].set_index("train_seed", drop=False)
     assert acc["base_value"].eq(0.25).all() and sorted(acc["difference"].tolist()) == [0.0, 0.25, 0.5]

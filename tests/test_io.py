@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from anchormask import io
+from anchormask import fileio
 from helpers import kill, removed_line, start_writer
 
 pytestmark = pytest.mark.unit
@@ -21,9 +21,9 @@ def killed_writer_leftover(target: Path) -> tuple[Path, int]:
 
 
 def test_a_temporarys_name_says_which_process_of_which_host_writes_it(tmp_path):
-    with io.atomic_path(tmp_path / "a.json") as tmp:
+    with fileio.atomic_path(tmp_path / "a.json") as tmp:
         assert tmp.name.startswith(f".tmp-a.json-pid{os.getpid()}@")
-    with io.atomic_dir(tmp_path / "adapter") as tmp:
+    with fileio.atomic_dir(tmp_path / "adapter") as tmp:
         assert tmp.name.startswith(f".tmp-adapter-pid{os.getpid()}@")
 
 
@@ -33,7 +33,7 @@ def test_the_sweep_removes_a_killed_writers_temporary_and_keeps_a_running_ones(t
     running = start_writer(figures / "main.png")
     try:
         log = text_io.StringIO()
-        assert io.sweep_temporaries(tmp_path / "results", log) == [leftover]
+        assert fileio.sweep_temporaries(tmp_path / "results", log) == [leftover]
         assert log.getvalue().splitlines() == [removed_line(leftover, figures / "ablation.png", pid)]
         assert not leftover.exists()
         assert len(list(figures.glob(".tmp-main.png-*"))) == 1  # the running writer's is untouched
@@ -45,7 +45,7 @@ def test_a_writer_starting_again_removes_what_a_killed_writer_of_its_target_left
     target, other = tmp_path / "figures" / "ablation.png", tmp_path / "figures" / "ablation.pdf"
     leftover, pid = killed_writer_leftover(target)
     other_leftover, _ = killed_writer_leftover(other)
-    io.write_text(target, "whole")
+    fileio.write_text(target, "whole")
     assert target.read_text() == "whole" and not leftover.exists()
     assert capsys.readouterr().err.splitlines() == [removed_line(leftover, target, pid)]
     assert other_leftover.exists()  # another target's: the DAG-build sweep takes it
@@ -57,7 +57,7 @@ def test_temporaries_whose_writer_this_host_cannot_check_are_named_not_removed(t
     remote.write_text("")
     earlier.mkdir()
     log = text_io.StringIO()
-    assert io.sweep_temporaries(tmp_path, log) == []
+    assert fileio.sweep_temporaries(tmp_path, log) == []
     assert remote.exists() and earlier.exists()
     assert log.getvalue().splitlines() == [
         f"kept {earlier}: a temporary of an earlier version's writer, whose name does not say which process wrote "

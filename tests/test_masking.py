@@ -4,8 +4,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from anchormask import masking
-from anchormask.layout import ANSWER, PAD, QUESTION, SPECIAL
+from anchormask.training import masking
+from anchormask.model.layout import ANSWER, PAD, QUESTION, SPECIAL
 
 pytestmark = pytest.mark.unit
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from anchormask import metric
+from anchormask.measurement import metric
 from helpers import REPO
 
 pytestmark = pytest.mark.unit

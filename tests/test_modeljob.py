@@ -6,7 +6,8 @@ import sys
 import pytest
 import torch
 
-from anchormask import modeljob, schemas
+from anchormask import schemas
+from anchormask.model import modeljob
 from helpers import cpu_base
 
 pytestmark = pytest.mark.unit
@@ -52,7 +53,7 @@ def test_finish_exits_zero_and_loses_no_buffered_line(tmp_path):
     # stdout is a pipe here, so print() is block-buffered: without the flush the line would be lost.
     log = tmp_path / "job.log"
     script = ("import atexit, logging\n"
-              "from anchormask import modeljob, runlog\n"
+              "from anchormask.model import modeljob\nfrom anchormask.repro import runlog\n"
               f"runlog.log_to({str(log)!r})\n"
               "atexit.register(print, 'teardown ran')\n"
               "logging.getLogger('anchormask').info('last log line')\n"

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from anchormask import io
+from anchormask import fileio
 from anchormask.embedded_base import pretrain
 
 pytestmark = pytest.mark.unit
@@ -116,14 +116,14 @@ def test_an_interrupted_run_resumes_to_the_same_weights(tmp_path):
 
 def test_a_checkpoint_of_another_model_is_refused(tmp_path):
     pretrain.pretrain(LINES, LINES[:4], tmp_path / "a", tmp_path / "state", settings(steps=2))
-    with pytest.raises(io.InputError, match="delete .*state to start afresh"):
+    with pytest.raises(fileio.InputError, match="delete .*state to start afresh"):
         pretrain.pretrain(LINES, LINES[:4], tmp_path / "b", tmp_path / "state", settings(steps=2, hidden_size=64))
 
 
 def test_settings_need_every_key_once():
     values = dataclasses.asdict(settings())
     assert pretrain.settings_from(values) == settings()
-    with pytest.raises(io.InputError, match=r"missing \['seed'\], unknown \['sead'\]"):
+    with pytest.raises(fileio.InputError, match=r"missing \['seed'\], unknown \['sead'\]"):
         pretrain.settings_from({**{k: v for k, v in values.items() if k != "seed"}, "sead": 0})
 
 

@@ -73,7 +73,7 @@ def test_wordnet_gives_glosses_and_examples_without_the_licence(sources):
 
 
 def test_a_missing_source_names_the_package_to_install(tmp_path):
-    with pytest.raises(pt.io.InputError, match="apt-get install dict-gcide"):
+    with pytest.raises(pt.fileio.InputError, match="apt-get install dict-gcide"):
         pt.gcide_lines(tmp_path / "nowhere.dict.dz")
 
 

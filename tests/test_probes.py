@@ -8,11 +8,14 @@ import pandas as pd
 import pytest
 import torch
 
-from anchormask import adapters, generation, io, modeljob, sampler, tables
-from anchormask import backbone as bb
+from anchormask.model import adapters, modeljob
+from anchormask.generation import arm_answers, sampler
+from anchormask import fileio
+from anchormask.measurement import tables
+from anchormask.model import backbone as bb
 from anchormask.probes import attention, lora, maskcount
 from anchormask.reporting import probe_figures, probe_markdown
-from anchormask.io import InputError
+from anchormask.fileio import InputError
 from helpers import REPO, assert_one_pass_probe_equals_two_passes, cpu_base
 
 pytestmark = pytest.mark.unit
@@ -113,7 +116,7 @@ def test_attention_probe_reads_the_sampler_s_own_pass(tiny_model_dir, law_retrie
     base = cpu_base(tiny_model_dir)
     runtime = bb.pick_runtime("cpu")
     backbone = modeljob.load(base, runtime, attn_implementation="eager")  # as attention_table loads it
-    requests = generation.requests_for(backbone, io.read_jsonl(law_retrieval))
+    requests = arm_answers.requests_for(backbone, fileio.read_jsonl(law_retrieval))
     assert len({len(r.prompt_ids) for r in requests}) > 1  # rows of one batch are padded
     settings = sampler.SamplerSettings(answer_len=12, **{"steps": 3, **options})
     assert_one_pass_probe_equals_two_passes(backbone, runtime, requests, settings, monkeypatch)
@@ -189,7 +192,8 @@ def test_lora_probe_names_a_half_pair(tmp_path):
 
 
 def test_lora_probe_on_a_trained_adapter(tiny_model_dir, tiny_pairs, tmp_path):
-    from anchormask import study, train
+    from anchormask.settings import study
+    from anchormask.training import train
     from helpers import tiny_train_settings
 
     out = tmp_path / "anchor_vo_n6_s2_seed42"

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from anchormask import provenance
+from anchormask.repro import provenance
 
 pytestmark = pytest.mark.unit
 

@@ -1,13 +1,14 @@
-"""A training run continued from a shorter run's state (anchormask.resume) writes the adapter a run
+"""A training run continued from a shorter run's state (anchormask.training.resume) writes the adapter a run
 from step 0 writes, byte for byte; the study resumes each run from its longest shorter adapter."""
 
 from __future__ import annotations
 
 import pytest
 
-from anchormask import config as study_config
-from anchormask import study, train
-from anchormask.io import InputError
+from anchormask.settings import config as study_config
+from anchormask.settings import study
+from anchormask.training import train
+from anchormask.fileio import InputError
 from helpers import REPO, cpu_base, tiny_train_settings
 
 BASE_SHA = "ab" * 32

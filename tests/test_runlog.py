@@ -10,7 +10,7 @@ pytestmark = pytest.mark.unit
 
 def test_uncaught_exception_lands_in_the_job_log(tmp_path):
     log = tmp_path / "logs" / "job.log"
-    script = ("from anchormask import runlog\n"
+    script = ("from anchormask.repro import runlog\n"
               f"runlog.log_to({str(log)!r})\n"
               "raise KeyError('no such id in config.json')\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

@@ -1,7 +1,8 @@
 import pytest
 
-from anchormask import generation, layout, sampler
-from anchormask.io import InputError
+from anchormask.generation import arm_answers, decoding, sampler
+from anchormask.model import layout
+from anchormask.fileio import InputError
 from bench.reference import num_transfer_tokens, reference_generate
 
 pytestmark = pytest.mark.unit
@@ -29,7 +30,7 @@ def test_locked_anchor_survives_and_no_mask_is_left(tiny_backbone, spec):
     settings = sampler.SamplerSettings(answer_len=16, steps=4, **spec)
     reqs = requests(backbone)
     results = sampler.generate(backbone, runtime, reqs, settings)
-    suppressed = set(sampler.suppressed_token_ids(backbone))
+    suppressed = set(decoding.suppressed_token_ids(backbone))
     for req, res in zip(reqs, results):
         assert res.slot_ids[: res.locked] == req.anchor_ids
         assert len(res.slot_ids) == 16
@@ -89,8 +90,8 @@ def test_extra_masks_change_the_context_not_the_answer_length(tiny_backbone):
 
 def test_post_anchor_text_stops_at_the_end_of_answer_token():
     res = sampler.Result("q", [7, 8, 9, 3, 10, 11], locked=2, anchor_truncated=False, forward_passes=1)
-    assert generation.post_anchor_ids(res, 3) == [9]
-    assert generation.post_anchor_ids(res, None) == [9, 3, 10, 11]
+    assert arm_answers.post_anchor_ids(res, 3) == [9]
+    assert arm_answers.post_anchor_ids(res, None) == [9, 3, 10, 11]
 
 
 def test_observer_sees_prefix_anchor_and_answer_positions(tiny_backbone):
@@ -130,7 +131,7 @@ def test_reference_sampler_writes_the_project_samplers_tokens(tiny_backbone, ans
                 for i, (q, a) in enumerate(zip(QUESTIONS, LONG_ANCHORS))]
     settings = sampler.SamplerSettings(answer_len=answer_len, steps=steps, block_len=block_len)
     results = sampler.generate(backbone, runtime, requests, settings)
-    suppressed = sampler.suppressed_token_ids(backbone)
+    suppressed = decoding.suppressed_token_ids(backbone)
     for req, res in zip(requests, results):
         slot, passes = reference_generate(backbone.model, req.prompt_ids, req.anchor_ids, answer_len=answer_len,
                                           steps=steps, mask_id=backbone.mask_token_id, suppressed=suppressed,
@@ -145,7 +146,7 @@ def test_reference_sampler_writes_the_project_samplers_tokens(tiny_backbone, ans
 def test_schedule_is_llada_s_without_its_empty_steps(masked, steps):
     """LLaDA's quotas (masked // steps each, the remainder first) minus the steps that commit
     nothing: every masked position is committed within the steps, at least one per step."""
-    schedule = sampler.transfer_schedule(masked, steps)
+    schedule = decoding.transfer_schedule(masked, steps)
     assert schedule == [n for n in num_transfer_tokens(masked, steps) if n]
     assert sum(schedule) == masked and len(schedule) <= steps and all(n >= 1 for n in schedule)
 

@@ -5,9 +5,9 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from anchormask import config
+from anchormask.settings import config
 from anchormask.reporting import paper, samples
-from anchormask.io import InputError
+from anchormask.fileio import InputError
 from helpers import REPO
 
 pytestmark = pytest.mark.unit

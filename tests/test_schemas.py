@@ -9,7 +9,9 @@ import jsonschema
 import pytest
 import yaml
 
-from anchormask import config, sampler, schemas
+from anchormask import schemas
+from anchormask.settings import config
+from anchormask.generation import sampler
 from helpers import REPO
 
 pytestmark = pytest.mark.unit

@@ -7,7 +7,8 @@ import re
 import pytest
 import yaml
 
-from anchormask import checksum, config
+from anchormask import checksum
+from anchormask.settings import config
 from helpers import REPO, dry_run_jobs, merged
 from tiny_families import BUILDERS
 

@@ -8,11 +8,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from anchormask import data, tables
+from anchormask import data
+from anchormask.measurement import tables
 from anchormask.stats import pairwise
 from anchormask.reporting import markdown
 from anchormask.checksum import file_sha256
-from anchormask.io import InputError, canonical_json, write_jsonl
+from anchormask.fileio import InputError, canonical_json, write_jsonl
 from helpers import REPO
 
 pytestmark = pytest.mark.unit

@@ -5,8 +5,11 @@ import torch
 
 import dataclasses
 
-from anchormask import backbone as bb
-from anchormask import families, io, study, train
+from anchormask.model import backbone as bb
+from anchormask.model import families
+from anchormask import fileio
+from anchormask.settings import study
+from anchormask.training import train
 from helpers import cpu_base, tiny_train_settings
 
 pytestmark = pytest.mark.unit
@@ -95,7 +98,7 @@ def test_lora_target_list_that_matches_nothing_is_an_error(tiny_model_dir):
 
 
 def test_pair_longer_than_seq_len_names_the_pair(tiny_model_dir, tiny_pairs, tmp_path):
-    with pytest.raises(io.InputError, match="pair-001.*train.seq_len"):
+    with pytest.raises(fileio.InputError, match="pair-001.*train.seq_len"):
         run_job(tiny_model_dir, tiny_pairs, tmp_path / "ad", seq_len=8)
     assert not (tmp_path / "ad").exists()
 

@@ -2,7 +2,8 @@ import shutil
 
 import pytest
 
-from anchormask import checksum, verify
+from anchormask import checksum
+from anchormask.model import verify
 from helpers import REPO
 
 pytestmark = pytest.mark.unit

@@ -75,11 +75,11 @@ def test_lint_is_clean():
 
 
 def test_model_jobs_ask_for_memory_from_the_memory_model(repo, tmp_path):
-    """The requests come from anchormask.memory for the base's config.json shape (no weights needed)."""
+    """The requests come from anchormask.model.memory for the base's config.json shape (no weights needed)."""
     import json
     import re
 
-    from anchormask import memory
+    from anchormask.model import memory
     from bench import scale
 
     base = tmp_path / "big"

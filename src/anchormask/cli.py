@@ -21,7 +21,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from anchormask import audit, study
+from anchormask.repro import audit
+from anchormask.settings import study
 from anchormask.checksum import directory_sha256
 
 
@@ -66,8 +67,12 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _evaluate_base(args: argparse.Namespace) -> int:
-    from anchormask import config, io, modeljob, runlog
-    from anchormask.embedded_base import base_eval, pretrain_text
+    from anchormask.settings import config
+    from anchormask import fileio
+    from anchormask.model import modeljob
+    from anchormask.repro import runlog
+    from anchormask.embedded_base import pretrain_text
+    from anchormask.model import base_eval
     from anchormask.reporting.markdown import base_evaluation_markdown
 
     runlog.log_to(None)
@@ -78,9 +83,9 @@ def _evaluate_base(args: argparse.Namespace) -> int:
     lines = pretrain_text.read_lines(validation) if validation else None
     seed = args.seed if args.seed is not None else config.setting(cfg, ("base_eval", "seed"))
     result = base_eval.evaluate(cfg, base=base, validation_lines=lines, seed=seed, threads=args.threads)
-    io.write_json(f"{args.output}/evaluation.json", result)
+    fileio.write_json(f"{args.output}/evaluation.json", result)
     text = base_evaluation_markdown(result)
-    io.write_text(f"{args.output}/summary.md", text)
+    fileio.write_text(f"{args.output}/summary.md", text)
     sys.stdout.write(text)
     return 0
 
@@ -98,12 +103,12 @@ def snakemake_program() -> str:
 
 
 def run_snakemake(argv: Sequence[str]) -> int:
-    """Check the command line Snakemake would misread (anchormask.cmdline), then become snakemake."""
+    """Check the command line Snakemake would misread (anchormask.settings.command_line), then become snakemake."""
     import os
 
-    from anchormask import cmdline
+    from anchormask.settings import command_line
 
-    found = cmdline.problems(argv)
+    found = command_line.problems(argv)
     if found:
         sys.stderr.write("anchormask run: the command line does not say what it means; nothing was run.\n"
                          + "".join(f"- {p}\n" for p in found))
@@ -132,7 +137,7 @@ def run_lm_eval(argv: Sequence[str]) -> int:
 
 
 def _lm_eval_tasks(args: argparse.Namespace) -> int:
-    from anchormask import config
+    from anchormask.settings import config
     from anchormask.harness import tasks
 
     counts = tasks.build(config.load(args.config), seed=args.seed)

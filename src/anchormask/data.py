@@ -7,7 +7,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from anchormask import io, schemas
+from anchormask import schemas
+from anchormask import fileio
 
 
 @cache
@@ -47,21 +48,21 @@ def _check_schema(path: str | Path, records: list[dict[str, Any]], kind: str, fi
         errors = sorted(validator.iter_errors(rec),
                         key=lambda e: (e.validator != "required", list(map(str, e.absolute_path))))
         if errors:
-            raise io.InputError(f"{path}: line {lineno}: {_field_problem(errors[0])}{fix}")
+            raise fileio.InputError(f"{path}: line {lineno}: {_field_problem(errors[0])}{fix}")
 
 
 def load_records(path: str | Path, kind: str) -> list[dict[str, Any]]:
     """Read a JSONL file of one kind (corpus, pairs, queries); fail at the first bad line."""
-    records = io.read_jsonl(path)
+    records = fileio.read_jsonl(path)
     _check_schema(path, records, kind)
     seen: dict[str, int] = {}
     for lineno, rec in enumerate(records, start=1):
         if rec["id"] in seen:
-            raise io.InputError(f"{path}: line {lineno}: field 'id': duplicate id {rec['id']!r} "
+            raise fileio.InputError(f"{path}: line {lineno}: field 'id': duplicate id {rec['id']!r} "
                                 f"(first on line {seen[rec['id']]}); ids must be unique")
         seen[rec["id"]] = lineno
     if not records:
-        raise io.InputError(f"{path}: no records")
+        raise fileio.InputError(f"{path}: no records")
     return records
 
 
@@ -90,7 +91,7 @@ def load_queries(path: str | Path, limit: int | None = None) -> list[dict[str, A
 def select_pairs(pairs: list[dict[str, Any]], size: int, subset: str, seed: int) -> list[dict[str, Any]]:
     """The training set of a job: the first ``size`` pairs, or a seeded sample of them."""
     if size > len(pairs):
-        raise io.InputError(f"data size {size} asks for more pairs than the {len(pairs)} in the pairs file; "
+        raise fileio.InputError(f"data size {size} asks for more pairs than the {len(pairs)} in the pairs file; "
                             "lower sweep.sizes / train.default.size or add pairs")
     if subset == "first":
         return pairs[:size]
@@ -103,7 +104,7 @@ def select_pairs(pairs: list[dict[str, Any]], size: int, subset: str, seed: int)
 def _existing(path: Path, key: str, domain: str, role: str) -> Path:
     """The data file of one domain; a missing one names the config keys that point at it."""
     if not path.is_file():
-        raise io.InputError(f"{path}: file not found; {role} names domain {domain!r}, whose file must be "
+        raise fileio.InputError(f"{path}: file not found; {role} names domain {domain!r}, whose file must be "
                             f"{key}/{domain}.jsonl: add the file or remove {domain!r} from {role}")
     return path
 
@@ -125,7 +126,7 @@ def _check_query_ids_unique(queries: dict[tuple[str, str], tuple[Path, list[dict
         for lineno, rec in enumerate(records, start=1):
             if rec["id"] in first:
                 other, line = first[rec["id"]]
-                raise io.InputError(f"{path}: line {lineno}: field 'id': query id {rec['id']!r} is also on line "
+                raise fileio.InputError(f"{path}: line {lineno}: field 'id': query id {rec['id']!r} is also on line "
                                     f"{line} of {other}; query ids must be unique across domains: rename one")
             first[rec["id"]] = (path, lineno)
 
@@ -134,7 +135,7 @@ def _check_gold_ids(path: Path, records: list[dict[str, Any]], corpus_file: Path
     ids = {rec["id"] for rec in corpus}
     for lineno, rec in enumerate(records, start=1):
         if "gold_id" in rec and rec["gold_id"] not in ids:
-            raise io.InputError(f"{path}: line {lineno}: field 'gold_id': {rec['gold_id']!r} is not the id of a "
+            raise fileio.InputError(f"{path}: line {lineno}: field 'gold_id': {rec['gold_id']!r} is not the id of a "
                                 f"statement in {corpus_file}; correct the id or remove the field")
 
 
@@ -145,15 +146,15 @@ def _check_pair_answers(path: str, pairs: list[dict[str, Any]], corpus_file: Pat
     for lineno, pair in enumerate(pairs, start=1):
         where = f"{path}: line {lineno}"
         if pair["answer"] not in texts:
-            raise io.InputError(f"{where}: field 'answer': not the text of any statement of the in-domain corpus "
+            raise fileio.InputError(f"{where}: field 'answer': not the text of any statement of the in-domain corpus "
                                 f"{corpus_file}; a pair's answer is its locus statement: copy that statement's "
                                 "text exactly")
         sid = pair.get("statement_id")
         if sid is not None and sid not in ids:
-            raise io.InputError(f"{where}: field 'statement_id': {sid!r} is not an id of {corpus_file}; the answer "
+            raise fileio.InputError(f"{where}: field 'statement_id': {sid!r} is not an id of {corpus_file}; the answer "
                                 f"is statement {texts[pair['answer']]!r}")
         if sid is not None and ids[sid] != pair["answer"]:
-            raise io.InputError(f"{where}: field 'statement_id': {sid!r} has another text than the answer, which is "
+            raise fileio.InputError(f"{where}: field 'statement_id': {sid!r} has another text than the answer, which is "
                                 f"statement {texts[pair['answer']]!r} of {corpus_file}; correct one of them")
 
 
@@ -249,24 +250,25 @@ def _anchor_problem(statement: Statement, answer_len: int, positions, config_jso
 def check_anchor_lengths(config: dict) -> tuple[list[Statement], str]:
     """Raise InputError naming every statement that cannot serve as an anchor (file, line, id, length,
     limit and fix); otherwise return ``statement_lengths`` for ``format_truncations``."""
-    from anchormask.config import max_positions
+    from anchormask.settings.config import max_positions
 
     statements, unit = statement_lengths(config)
     config_json = Path(config["base"]["path"]) / "config.json"
-    positions = max_positions(io.read_json(config_json)) if config_json.is_file() else None
+    positions = max_positions(fileio.read_json(config_json)) if config_json.is_file() else None
     answer_len = config["generation"]["answer_len"]
     limit = min([ANCHOR_MARGIN * answer_len, *([positions[1]] if positions else [])])
     bad = [_anchor_problem(s, answer_len, positions, config_json) for s in statements if s.tokens > limit]
     if bad:
         shown = bad[:20] + ([f"... and {len(bad) - 20} more"] if len(bad) > 20 else [])
-        raise io.InputError(f"statements that cannot serve as an anchor (counted in {unit}):\n  " + "\n  ".join(shown))
+        raise fileio.InputError(f"statements that cannot serve as an anchor (counted in {unit}):\n  " + "\n  ".join(shown))
     return statements, unit
 
 
 def format_truncations(config: dict, checked: tuple[list[Statement], str]) -> str:
     """One line at the top of a run: how many of each query set's anchors (its queries' retrieved statements,
     as the retrieve jobs will pick them) have answer_len tokens or more; empty when none."""
-    from anchormask import retrieval, study
+    from anchormask.generation import retrieval
+    from anchormask.settings import study
 
     tokens = {(s.domain, s.id): s for s in checked[0]}
     answer_len = config["generation"]["answer_len"]
@@ -293,11 +295,11 @@ def gather_generations(paths: list[str], out: str) -> int:
     records = []
     for path in paths:
         records += load_generations(path)
-    return io.write_jsonl(out, records)
+    return fileio.write_jsonl(out, records)
 
 
 def load_generations(path: str | Path) -> list[dict[str, Any]]:
     """A generation JSONL file, every record checked against the generation schema."""
-    records = io.read_jsonl(path)
+    records = fileio.read_jsonl(path)
     _check_schema(path, records, "generation", "; regenerate it (delete the file and rerun snakemake)")
     return records

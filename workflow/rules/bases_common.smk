@@ -6,19 +6,20 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from anchormask import audit as study_audit
-from anchormask import bases as study_bases
-from anchormask import codedigest
-from anchormask import config as study_config
+from anchormask.repro import audit as study_audit
+from anchormask.settings import bases as study_bases
+from anchormask.settings import layers as config_layers
+from anchormask.repro import codedigest
+from anchormask.settings import config as study_config
 from anchormask import data as study_data
-from anchormask import io as study_io
+from anchormask import fileio as study_io
 from anchormask import schemas as study_schemas
 
 
 # The config Snakemake read, with `bases:`; then each base's merged config, checked as a whole (its
 # errors name the base, the layer file and the key), with the schema's defaults filled in.
-study_config.apply_override_types(config, dict(workflow.config_settings.config or {}))
-CONFIG_LAYERS = study_config.command_line_layers(workflow.config_settings)
+config_layers.apply_override_types(config, dict(workflow.config_settings.config or {}))
+CONFIG_LAYERS = config_layers.command_line_layers(workflow.config_settings)
 study_config.validate(config, CONFIG_LAYERS.source_of)
 BASE_STUDIES = study_bases.studies(config, CONFIG_LAYERS)
 ANCHOR_LENGTHS = {}

@@ -9,14 +9,15 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from anchormask import audit as study_audit
-from anchormask import bases as study_bases
-from anchormask import codedigest
-from anchormask import config as study_config
+from anchormask.repro import audit as study_audit
+from anchormask.settings import bases as study_bases
+from anchormask.settings import layers as config_layers
+from anchormask.repro import codedigest
+from anchormask.settings import config as study_config
 from anchormask import data as study_data
-from anchormask import io as study_io
+from anchormask import fileio as study_io
 from anchormask import schemas as study_schemas
-from anchormask import study
+from anchormask.settings import study
 
 
 # Study of one base: the config Snakemake read (config.yaml, each --configfile, --config) is checked here.
@@ -25,8 +26,8 @@ from anchormask import study
 BASE_STUDY = study_bases.loading_now()
 if BASE_STUDY is None:
     # --config values arrive as strings below the top level ('train={rank: 8}' gives '8'): typed first.
-    study_config.apply_override_types(config, dict(workflow.config_settings.config or {}))
-    CONFIG_LAYERS = study_config.command_line_layers(workflow.config_settings)
+    config_layers.apply_override_types(config, dict(workflow.config_settings.config or {}))
+    CONFIG_LAYERS = config_layers.command_line_layers(workflow.config_settings)
     # Our validator first (its messages name the source, the key and the allowed values), then
     # Snakemake's, which also fills in the schema's defaults; both read the package's schema file
     # (src/anchormask/schemas/config.schema.yaml). Then every data file and the base's limits.
@@ -65,7 +66,7 @@ def in_results(path):
 
 def code_digest_of(script):
     """The `code` param of the rules that run workflow/scripts/<script>, the SHA-256 of the package modules
-    in the script's import closure (anchormask.codedigest).
+    in the script's import closure (anchormask.repro.codedigest).
 
     Snakemake's code trigger sees only the script file, so every job carries this digest in its
     params; editing a module reruns exactly the jobs whose scripts import it, directly or not.
@@ -101,10 +102,10 @@ def base_files():
 
 def model_resources(kind):
     """SLURM memory of a job that loads the base (kind: train | generate), from the memory model checked
-    at the real shapes (src/anchormask/memory.py, bench/scale.py): mem_mb on the host, gpu_mem_mb on the
+    at the real shapes (src/anchormask/model/memory.py, bench/scale.py): mem_mb on the host, gpu_mem_mb on the
     GPU, each the prediction for the base's config.json shape and this config's settings plus 15%;
     never under 4000 MB of host memory."""
-    from anchormask import memory as study_memory
+    from anchormask.model import memory as study_memory
 
     return study_memory.job_requests(config, kind)
 

@@ -1,6 +1,6 @@
 # One LoRA training job per (strategy, LoRA targets, data size, steps, seed). A job whose run the
 # study also trains for fewer steps continues that shorter job's state instead of starting at step 0
-# (src/anchormask/resume.py says why the adapter is the same): the sweep's 1,000-step run goes on from
+# (src/anchormask/training/resume.py says why the adapter is the same): the sweep's 1,000-step run goes on from
 # its 300-step run, which goes on from its 100-step run (resume_state in common.smk).
 
 

@@ -1,9 +1,10 @@
-"""Snakemake script: generation JSONL + corpora -> scored generations Parquet (anchormask.tables)."""
+"""Snakemake script: generation JSONL + corpora -> scored generations Parquet (anchormask.measurement.tables)."""
 
 import json
 import logging
 
-from anchormask import runlog, tables
+from anchormask.repro import runlog
+from anchormask.measurement import tables
 
 
 def main(smk):

@@ -2,7 +2,8 @@
 
 import logging
 
-from anchormask import runlog, tables
+from anchormask.repro import runlog
+from anchormask.measurement import tables
 from anchormask.reporting import bases as report_bases
 
 

@@ -3,7 +3,8 @@
 import logging
 from pathlib import Path
 
-from anchormask import io, runlog
+from anchormask import fileio
+from anchormask.repro import runlog
 from anchormask.reporting import bases as report_bases
 
 
@@ -11,7 +12,7 @@ def main(smk):
     runlog.log_to(smk.log[0])
     papers = dict(zip(smk.params.bases, map(str, smk.input.papers)))
     page = report_bases.bases_paper_html(Path(smk.input.markdown).read_text(encoding="utf-8"), smk.input.figure, papers)
-    io.write_text(smk.output[0], page)
+    fileio.write_text(smk.output[0], page)
     logging.info("wrote %s", smk.output[0])
 
 

@@ -3,7 +3,9 @@
 import json
 import logging
 
-from anchormask import io, provenance, runlog, tables
+from anchormask import fileio
+from anchormask.repro import provenance, runlog
+from anchormask.measurement import tables
 from anchormask.checksum import file_sha256
 from anchormask.reporting import bases as report_bases
 from anchormask.stats import crossbase
@@ -16,7 +18,7 @@ def main(smk):
     generations = {n: tables.read_parquet(p) for n, p in zip(names, smk.input.generations)}
     comparisons = {n: tables.read_parquet(p) for n, p in zip(names, smk.input.comparisons)}
     shared = crossbase.shared_comparisons({s["name"]: s["comparisons"] for s in specs})
-    facts = [report_bases.base_facts(s["name"], s["base"], io.read_json(s["evaluation"]) if s["evaluation"] else None)
+    facts = [report_bases.base_facts(s["name"], s["base"], fileio.read_json(s["evaluation"]) if s["evaluation"] else None)
              for s in specs]
     table = report_bases.bases_table(facts, comparisons, shared)
     values = {c["name"]: {n: crossbase.effect_values(tables.of_query_set(generations[n]), c) for n in names}
@@ -27,7 +29,7 @@ def main(smk):
             "bases": specs, "settings": settings, "versions": provenance.versions()}
     tables.write_parquet(table, smk.output.table, report_bases.BASES_SCHEMA, metadata=meta)
     tables.write_parquet(differences, smk.output.differences, report_bases.DIFFERENCES_SCHEMA, metadata=meta)
-    io.write_text(smk.output.markdown, report_bases.bases_markdown(table, differences, settings))
+    fileio.write_text(smk.output.markdown, report_bases.bases_markdown(table, differences, settings))
     logging.info("%d bases, %d shared comparisons, %d differences", len(names), len(shared), len(differences))
 
 

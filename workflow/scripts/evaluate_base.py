@@ -2,8 +2,11 @@
 
 import json
 
-from anchormask import io, modeljob, runlog
-from anchormask.embedded_base import base_eval, pretrain_text
+from anchormask import fileio
+from anchormask.model import modeljob
+from anchormask.repro import runlog
+from anchormask.embedded_base import pretrain_text
+from anchormask.model import base_eval
 from anchormask.reporting.markdown import base_evaluation_markdown
 
 
@@ -14,8 +17,8 @@ def main(smk):
     base = modeljob.Base.from_config(json.loads(smk.params.base))
     result = base_eval.evaluate(settings, base=base, validation_lines=validation,
                                 seed=settings["base_eval"]["seed"], threads=smk.threads)
-    io.write_json(smk.output.json, result)
-    io.write_text(smk.output.markdown, base_evaluation_markdown(result))
+    fileio.write_json(smk.output.json, result)
+    fileio.write_text(smk.output.markdown, base_evaluation_markdown(result))
 
 
 main(snakemake)  # noqa: F821

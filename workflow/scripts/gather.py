@@ -1,6 +1,7 @@
 """Snakemake script: every arm's generation JSONL -> results/generations/all.jsonl, in arm order."""
 
-from anchormask import data, runlog
+from anchormask import data
+from anchormask.repro import runlog
 
 
 def main(smk):

@@ -3,7 +3,9 @@
 import json
 import logging
 
-from anchormask import io, runlog, tables
+from anchormask import fileio
+from anchormask.repro import runlog
+from anchormask.measurement import tables
 from anchormask.stats import pairwise
 from anchormask.reporting import markdown
 
@@ -18,7 +20,7 @@ def main(smk):
     text = markdown.headline_markdown(tables.read_parquet(smk.input.comparisons), tables.read_parquet(smk.input.sweep),
                                       json.loads(smk.params.base), tables.read_parquet(smk.input.content), per_seed,
                                       alt, tables.anchor_truncations(generations))
-    io.write_text(smk.output[0], text)
+    fileio.write_text(smk.output[0], text)
     logging.info("wrote %s", smk.output[0])
 
 

@@ -2,7 +2,9 @@
 
 import json
 
-from anchormask import modeljob, runlog, sampler
+from anchormask.model import modeljob
+from anchormask.repro import runlog
+from anchormask.generation import sampler
 from anchormask.harness import results
 
 

@@ -1,6 +1,7 @@
 """Snakemake script: results/tables/lm_eval.parquet -> results/figures/lm_eval.{pdf,png}."""
 
-from anchormask import runlog, tables
+from anchormask.repro import runlog
+from anchormask.measurement import tables
 from anchormask.harness import results
 
 

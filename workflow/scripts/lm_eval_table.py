@@ -2,7 +2,7 @@
 
 import json
 
-from anchormask import runlog
+from anchormask.repro import runlog
 from anchormask.harness import results
 
 

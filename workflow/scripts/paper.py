@@ -3,7 +3,8 @@
 import logging
 from pathlib import Path
 
-from anchormask import io, runlog
+from anchormask import fileio
+from anchormask.repro import runlog
 from anchormask.reporting import paper
 
 
@@ -14,7 +15,7 @@ def main(smk):
     text = paper.paper_html(Path(smk.input.headline).read_text(), Path(smk.input.samples).read_text(), figures,
                             Path(smk.input.caption).read_text(), Path(smk.input.probes).read_text(), base_eval,
                             confidence=float(smk.params.confidence))
-    io.write_text(smk.output[0], text)
+    fileio.write_text(smk.output[0], text)
     logging.info("wrote %s (%d figures, base evaluation %s)", smk.output[0], len(figures),
                  "included" if base_eval is not None else "not available")
 

@@ -2,7 +2,8 @@
 
 import torch
 
-from anchormask import config, runlog
+from anchormask.settings import config
+from anchormask.repro import runlog
 from anchormask.embedded_base import pretrain
 
 

@@ -2,7 +2,8 @@
 
 import json
 
-from anchormask import io, runlog
+from anchormask import fileio
+from anchormask.repro import runlog
 from anchormask.embedded_base import pretrain_text
 
 
@@ -13,7 +14,7 @@ def main(smk):
                                     seed=spec["seed"], validation_per_mille=spec["validation_per_mille"])
     pretrain_text.write_lines(smk.output.train, text["train"])
     pretrain_text.write_lines(smk.output.validation, text["validation"])
-    io.write_json(smk.output.record, text["counts"])
+    fileio.write_json(smk.output.record, text["counts"])
 
 
 main(snakemake)  # noqa: F821

@@ -3,7 +3,10 @@
 import json
 import logging
 
-from anchormask import modeljob, runlog, sampler, tables
+from anchormask.model import modeljob
+from anchormask.repro import runlog
+from anchormask.generation import sampler
+from anchormask.measurement import tables
 from anchormask.probes import attention
 from anchormask.reporting import probe_figures
 

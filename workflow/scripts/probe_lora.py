@@ -3,7 +3,8 @@
 import json
 import logging
 
-from anchormask import runlog, tables
+from anchormask.repro import runlog
+from anchormask.measurement import tables
 from anchormask.probes import lora
 from anchormask.reporting import probe_figures
 

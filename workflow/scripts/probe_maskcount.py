@@ -3,7 +3,9 @@
 import json
 import logging
 
-from anchormask import io, runlog, tables
+from anchormask import fileio
+from anchormask.repro import runlog
+from anchormask.measurement import tables
 from anchormask.probes import maskcount
 from anchormask.reporting import probe_figures, probe_markdown
 
@@ -21,7 +23,7 @@ def main(smk):
                                           int(settings["seed"]))
     tables.write_parquet(summary, smk.output.table, maskcount.MASKCOUNT_SCHEMA,
                          metadata=maskcount.summary_metadata(files, paths, settings))
-    io.write_text(smk.output.md, probe_markdown.maskcount_markdown(summary))
+    fileio.write_text(smk.output.md, probe_markdown.maskcount_markdown(summary))
     probe_figures.maskcount_figure(summary, smk.output.pdf, smk.output.png)
     logging.info("wrote %s, %s and the figure: %d rows", smk.output.table, smk.output.md, len(summary))
 

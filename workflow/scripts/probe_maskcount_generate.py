@@ -1,8 +1,10 @@
-"""Snakemake script: one arm's mask-count probe generations, one JSONL per extra-mask count k (anchormask.generation)."""
+"""Snakemake script: one arm's mask-count probe generations, one JSONL per extra-mask count k (anchormask.generation.arm_answers)."""
 
 import json
 
-from anchormask import generation, modeljob, runlog, sampler
+from anchormask.generation import arm_answers, sampler
+from anchormask.model import modeljob
+from anchormask.repro import runlog
 
 
 def main(smk):
@@ -10,7 +12,7 @@ def main(smk):
     arm = json.loads(smk.params.arm)
     base = modeljob.Base.from_config(json.loads(smk.params.base))
     for out, spec in zip(smk.output, json.loads(smk.params.samplers), strict=True):
-        generation.run_arm(arm=arm["arm"], strategy=arm["strategy"], targets=arm["targets"],
+        arm_answers.run_arm(arm=arm["arm"], strategy=arm["strategy"], targets=arm["targets"],
                            adapters=list(smk.input.adapters), retrieval_files=list(smk.input.retrieval),
                            out=out, base=base, settings=sampler.SamplerSettings.from_config(spec),
                            threads=smk.threads)

@@ -3,7 +3,9 @@
 import json
 import logging
 
-from anchormask import io, runlog, tables
+from anchormask import fileio
+from anchormask.repro import runlog
+from anchormask.measurement import tables
 from anchormask.reporting import probe_markdown
 
 
@@ -18,7 +20,7 @@ def main(smk):
     text = probe_markdown.summary_markdown(_table(smk, "comparisons"), _table(smk, "attention"), _table(smk, "lora"),
                                            _table(smk, "maskcount"), json.loads(smk.params.arms),
                                            json.loads(smk.params.paths))
-    io.write_text(smk.output[0], text)
+    fileio.write_text(smk.output[0], text)
     logging.info("wrote %s", smk.output[0])
 
 

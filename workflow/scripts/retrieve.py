@@ -2,7 +2,9 @@
 
 import json
 
-from anchormask import io, retrieval, runlog
+from anchormask import fileio
+from anchormask.generation import retrieval
+from anchormask.repro import runlog
 
 
 def main(smk):
@@ -11,7 +13,7 @@ def main(smk):
     records = retrieval.anchors(smk.input.queries, smk.input.corpus, domain=smk.wildcards.domain,
                                 split=settings["split"], query_set=smk.wildcards.query_set,
                                 max_queries=settings["max_queries"], settings=settings["retrieval"])
-    io.write_jsonl(smk.output[0], records)
+    fileio.write_jsonl(smk.output[0], records)
 
 
 main(snakemake)  # noqa: F821

@@ -3,7 +3,9 @@
 import json
 import logging
 
-from anchormask import io, provenance, runlog, tables
+from anchormask import fileio
+from anchormask.repro import provenance, runlog
+from anchormask.measurement import tables
 from anchormask.reporting import samples
 from anchormask.checksum import file_sha256
 
@@ -11,11 +13,11 @@ from anchormask.checksum import file_sha256
 def main(smk):
     runlog.log_to(smk.log[0])
     settings = json.loads(smk.params.settings)
-    text = samples.samples_markdown(io.read_jsonl(smk.input.generations), tables.of_query_set(tables.read_parquet(smk.input.table)),
+    text = samples.samples_markdown(fileio.read_jsonl(smk.input.generations), tables.of_query_set(tables.read_parquet(smk.input.table)),
                                     settings["arms"], settings["domains"], settings["per_domain"])
     inputs = [f"`{p}` (sha256 `{file_sha256(p)}`)" for p in (smk.input.generations, smk.input.table)]
     text += f"\nSources: {', '.join(inputs)}; anchormask {provenance.versions()['anchormask']}.\n"
-    io.write_text(smk.output[0], text)
+    fileio.write_text(smk.output[0], text)
     logging.info("wrote %s", smk.output[0])
 
 

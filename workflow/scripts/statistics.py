@@ -4,7 +4,8 @@ import json
 import logging
 from pathlib import Path
 
-from anchormask import provenance, runlog, tables
+from anchormask.repro import provenance, runlog
+from anchormask.measurement import tables
 from anchormask.stats import pairwise
 from anchormask.checksum import file_sha256
 

@@ -2,7 +2,10 @@
 
 import json
 
-from anchormask import modeljob, runlog, study, train
+from anchormask.model import modeljob
+from anchormask.repro import runlog
+from anchormask.settings import study
+from anchormask.training import train
 
 
 def main(smk):

@@ -2,7 +2,8 @@
 
 import json
 
-from anchormask import runlog, verify
+from anchormask.repro import runlog
+from anchormask.model import verify
 
 
 def main(smk):

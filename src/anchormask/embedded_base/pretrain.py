@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from anchormask import io
+from anchormask import fileio
 from anchormask.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ class Checkpoint:
     def save(self, model, opt, step: int, generator: torch.Generator, history: list[dict],
              settings: PretrainSettings) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        with io.atomic_path(self.path) as tmp:
+        with fileio.atomic_path(self.path) as tmp:
             torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
                         "generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "history": history,
                         "architecture": _architecture(settings)}, tmp)
@@ -241,7 +241,7 @@ class Checkpoint:
             return None
         state = torch.load(self.path, weights_only=False)
         if state["architecture"] != _architecture(settings):
-            raise io.InputError(f"{self.path}: a checkpoint of another model or text "
+            raise fileio.InputError(f"{self.path}: a checkpoint of another model or text "
                                 f"({state['architecture']}); delete {self.dir} to start afresh")
         return state
 
@@ -280,7 +280,7 @@ def pretrain(train_lines: list[str], validation_lines: list[str], out_dir: str |
 
 def save_checkpoint_folder(model, tokenizer, out_dir: str | Path) -> None:
     """A Hugging Face checkpoint folder (weights, config, tokenizer), written atomically."""
-    with io.atomic_dir(out_dir) as tmp:
+    with fileio.atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
 
@@ -296,7 +296,7 @@ def _tokenizer(train_lines: list[str], tokenizer_dir: Path, settings: PretrainSe
         from transformers import BertTokenizerFast
         return BertTokenizerFast.from_pretrained(tokenizer_dir)
     tokenizer = train_tokenizer(train_lines, settings.vocab_size)
-    with io.atomic_dir(tokenizer_dir) as tmp:
+    with fileio.atomic_dir(tokenizer_dir) as tmp:
         tokenizer.save_pretrained(tmp)
     return tokenizer
 
@@ -391,7 +391,7 @@ def settings_from(spec: dict) -> PretrainSettings:
     fields = {f.name for f in dataclasses.fields(PretrainSettings)}
     missing, unknown = fields - spec.keys(), spec.keys() - fields
     if missing or unknown:
-        raise io.InputError(f"workflow/pretrain.yaml: settings: missing {sorted(missing)}, unknown "
+        raise fileio.InputError(f"workflow/pretrain.yaml: settings: missing {sorted(missing)}, unknown "
                             f"{sorted(unknown)}; every key of PretrainSettings must be given once")
     return PretrainSettings(**{**spec, "restarts": tuple(spec["restarts"])})
 
@@ -402,5 +402,5 @@ def build_base(*, train_text: str | Path, validation_text: str | Path, out_dir: 
     from anchormask.embedded_base.pretrain_text import read_lines
 
     record = pretrain(read_lines(train_text), read_lines(validation_text), out_dir, state_dir, settings)
-    io.write_json(Path(state_dir) / "pretrain_record.json", record)
+    fileio.write_json(Path(state_dir) / "pretrain_record.json", record)
     return record

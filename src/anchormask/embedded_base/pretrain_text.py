@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from anchormask import io
+from anchormask import fileio
 
 WORDNET_FILES = ("data.noun", "data.verb", "data.adj", "data.adv")
 _QUOTED = re.compile(r'"([^"]+)"')
@@ -32,7 +32,7 @@ def lowercase_alnum_words(text: str) -> str:
 
 def _require(path: Path, package: str, key: str) -> Path:
     if not path.exists():
-        raise io.InputError(f"{path}: not found; install Debian's {package} (apt-get install {package}) "
+        raise fileio.InputError(f"{path}: not found; install Debian's {package} (apt-get install {package}) "
                             f"or set {key} in workflow/pretrain.yaml")
     return path
 
@@ -153,7 +153,7 @@ def study_texts(paths: Iterable[str | Path]) -> list[str]:
     """Every statement and query text of the study's data files (the texts pretraining must not see)."""
     texts: list[str] = []
     for path in paths:
-        for record in io.read_jsonl(path):
+        for record in fileio.read_jsonl(path):
             texts.extend(record[key] for key in ("text", "query", "question", "answer") if key in record)
     return texts
 
@@ -168,7 +168,7 @@ def build_text(*, sources: dict[str, str], study_files: Iterable[str | Path], se
     counts: dict[str, dict[str, int]] = {}
     for name, location in sources.items():
         if name not in readers:
-            raise io.InputError(f"workflow/pretrain.yaml: sources.{name}: unknown source; "
+            raise fileio.InputError(f"workflow/pretrain.yaml: sources.{name}: unknown source; "
                                 f"known: {', '.join(sorted(readers))}")
         lines = readers[name](location)
         kept = [line for line in dict.fromkeys(lines) if not leak_filter.leaks(line)]
@@ -184,7 +184,7 @@ def build_text(*, sources: dict[str, str], study_files: Iterable[str | Path], se
 
 
 def write_lines(path: str | Path, lines: list[str]) -> None:
-    io.write_gzip_text(path, "\n".join(lines) + "\n")
+    fileio.write_gzip_text(path, "\n".join(lines) + "\n")
 
 
 def read_lines(path: str | Path) -> list[str]:

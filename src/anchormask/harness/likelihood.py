@@ -24,7 +24,7 @@ import hashlib
 
 import torch
 
-from anchormask.backbone import Backbone, Runtime
+from anchormask.model.backbone import Backbone, Runtime
 
 
 def request_generator(seed: int, *texts: str) -> torch.Generator:

@@ -7,7 +7,7 @@
   ``base=DIR`` over both; loaded by ``modeljob`` (every family, ``trust_remote_code`` where the
   config says so); ``adapter=DIR`` (a folder of results/adapters/) is checked against the hashes
   its provenance recorded and merged, as in generation.
-* ``generate_until``: the sampler (``anchormask.sampler``) with every ``generation.*`` setting of
+* ``generate_until``: the sampler (``anchormask.generation.sampler``) with every ``generation.*`` setting of
   the same config; the task's ``max_gen_toks`` is the answer slot's length (rounded up to whole
   blocks under ``block_len``), its ``until`` strings cut the decoded answer, as does the layout's
   end-of-answer token. The task's sampling options (``do_sample``, ``temperature``) are not used:
@@ -33,7 +33,11 @@ from typing import Any
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from anchormask import config, generation, layout, modeljob, sampler
+from anchormask.settings import config
+
+from anchormask.settings import layers as config_layers
+from anchormask.generation import arm_answers, sampler
+from anchormask.model import layout, modeljob
 from anchormask.harness import likelihood
 
 log = logging.getLogger(__name__)
@@ -61,7 +65,7 @@ def study_config(layer: str | None = None) -> dict[str, Any]:
     root = Path("config.yaml") if Path("config.yaml").is_file() else REPO / "config.yaml"
     merged = config.yaml_file(root)
     if layer:
-        merged = config.merge(merged, config.yaml_file(layer) or {})
+        merged = config_layers.merge(merged, config.yaml_file(layer) or {})
     config.validate(merged, f"{root} + {layer}" if layer else str(root))
     return merged
 
@@ -197,7 +201,7 @@ class AnchormaskLM(LM):
     def answer_text(self, result: sampler.Result, gen_kwargs: dict[str, Any]) -> str:
         """The decoded answer up to the end-of-answer token and the first of the task's stop strings."""
         wanted = int(gen_kwargs.get("max_gen_toks") or self.setup.settings.answer_len)
-        tail = generation.post_anchor_ids(result, self.backbone.ids.end)[:wanted]
+        tail = arm_answers.post_anchor_ids(result, self.backbone.ids.end)[:wanted]
         text = self.tokenizer.decode(tail, skip_special_tokens=True)
         return cut_at_stops(text, gen_kwargs.get("until"))
 

@@ -16,7 +16,10 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from anchormask import io, modeljob, sampler, tables
+from anchormask import fileio
+from anchormask.model import modeljob
+from anchormask.generation import sampler
+from anchormask.measurement import tables
 
 log = logging.getLogger(__name__)
 KEPT = ("results", "versions", "n-shot", "higher_is_better", "n-samples")
@@ -44,7 +47,7 @@ def evaluate(*, base: modeljob.Base, settings: sampler.SamplerSettings, job: dic
                             fewshot_random_seed=options["seed"])
     record = {key: found[key] for key in KEPT if key in found}
     record["anchormask"] = {**job, "base_sha256": base.sha256, "options": options, "sampler": settings.record()}
-    io.write_text(out, json.dumps(record, default=handle_non_serializable, indent=1, sort_keys=True) + "\n")
+    fileio.write_text(out, json.dumps(record, default=handle_non_serializable, indent=1, sort_keys=True) + "\n")
     log.info("%s: %s", job["task"], record["results"].get(job["task"]))
     return record
 
@@ -69,7 +72,7 @@ def table(runs: list[dict[str, Any]], paths: list[str]) -> pd.DataFrame:
     """One row per (task, metric, arm, training seed), with the base's value (the arm without an adapter)
     and the difference to it."""
     rows = [{"task": run["task"], "arm": run["arm"], "train_seed": run["train_seed"], **score}
-            for run, path in zip(runs, paths) for score in scores(io.read_json(path), run["task"])]
+            for run, path in zip(runs, paths) for score in scores(fileio.read_json(path), run["task"])]
     df = pd.DataFrame(rows, columns=["task", "metric", "arm", "train_seed", "value", "stderr", "n"])
     base = df[df["train_seed"].isna()].groupby(["task", "metric"])["value"].first()  # the arm with no adapter
     df["base_value"] = [base.get((t, m)) for t, m in zip(df["task"], df["metric"])]
@@ -98,7 +101,7 @@ def markdown(df: pd.DataFrame) -> str:
 def write_table(runs: list[dict[str, Any]], paths: list[str], md: str, parquet: str) -> pd.DataFrame:
     df = table(runs, paths)
     tables.write_parquet(df, parquet, SCHEMA, metadata={"runs": runs})
-    io.write_text(md, markdown(df))
+    fileio.write_text(md, markdown(df))
     return df
 
 

@@ -7,7 +7,7 @@ their JSONL from data/; task_files/README.md says how):
   corpora with one content word blanked, and four words to fill it: the right one and three
   others of the same corpus.
 * ``anchormask_locus`` (generate_until): a held-out query of the main query set; the target is its
-  gold locus statement; scored by exact match and ``gold_overlap`` (``anchormask.metric``: the
+  gold locus statement; scored by exact match and ``gold_overlap`` (``anchormask.measurement.metric``: the
   share of the answer's word tokens that are words of the gold statement).
 
 The YAMLs name their data relative to their own folder. lm-eval reads ``data_files`` relative to
@@ -25,7 +25,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from anchormask import data, io, study
+from anchormask import data
+from anchormask import fileio
+from anchormask.settings import study
 
 TASK_DIR = Path(__file__).resolve().parent / "task_files"
 TASKS = ("anchormask_cloze", "anchormask_locus")
@@ -112,6 +114,6 @@ def build(cfg: dict[str, Any], out: Path = TASK_DIR, seed: int = 0) -> dict[str,
     cloze = [item for domain in study.domains(cfg)
              for item in cloze_items(domain, data.load_corpus(data.corpus_path(cfg, domain)), seed)]
     locus = locus_items(cfg)
-    io.write_jsonl(out / "anchormask_cloze" / "cloze.jsonl", cloze)
-    io.write_jsonl(out / "anchormask_locus" / "locus.jsonl", locus)
+    fileio.write_jsonl(out / "anchormask_cloze" / "cloze.jsonl", cloze)
+    fileio.write_jsonl(out / "anchormask_locus" / "locus.jsonl", locus)
     return {"anchormask_cloze": len(cloze), "anchormask_locus": len(locus)}

@@ -35,8 +35,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from anchormask import io, modeljob, provenance, tables
-from anchormask.io import InputError
+from anchormask import fileio
+from anchormask.model import modeljob
+from anchormask.repro import provenance
+from anchormask.measurement import tables
+from anchormask.fileio import InputError
 
 #: The two targets of the attention mass, in the order of the last axis of ``attention_mass_rows``.
 TARGETS = ("prefix", "anchor")
@@ -215,7 +218,7 @@ def attention_forward(backbone, input_ids, attention_mask):
 def attention_probe(backbone, runtime, requests, settings) -> dict[str, np.ndarray]:
     """Query id -> [layers, heads, 2] mass (prefix, anchor), averaged over its denoising steps; read from
     the sampler's own forward pass of each step (the observer records around it)."""
-    from anchormask import sampler
+    from anchormask.generation import sampler
 
     sums: dict[str, np.ndarray] = {}
     steps: dict[str, int] = {}
@@ -239,10 +242,11 @@ def attention_probe(backbone, runtime, requests, settings) -> dict[str, np.ndarr
 def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence[str], base: modeljob.Base,
                     settings, threads: int = 1) -> pd.DataFrame:
     """One row per (arm, layer, head, target). ``arms``: dicts with arm, strategy, targets, adapters."""
-    from anchormask import checksum, generation
+    from anchormask import checksum
+    from anchormask.generation import arm_answers
 
     runtime = modeljob.start(base, threads)
-    retrieved = [rec for path in retrieval_files for rec in io.read_jsonl(path)]
+    retrieved = [rec for path in retrieval_files for rec in fileio.read_jsonl(path)]
     if not retrieved:
         raise InputError("attention probe: the retrieval files hold no queries")
     rows, adapters_meta, unavailable = [], {}, {}
@@ -252,7 +256,7 @@ def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence
             # Eager attention returns probabilities; remote code keeps its own SDPA, which the probe records.
             backbone = modeljob.load(base, runtime, adapter,
                                      attn_implementation=None if base.trust_remote_code else "eager")
-            requests = generation.requests_for(backbone, retrieved)
+            requests = arm_answers.requests_for(backbone, retrieved)
             try:
                 per_query = attention_probe(backbone, runtime, requests, settings)
             except AttentionUnavailable as err:

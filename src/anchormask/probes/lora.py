@@ -23,9 +23,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from anchormask import io, provenance, tables
-from anchormask.families import KINDS
-from anchormask.io import InputError
+from anchormask import fileio
+from anchormask.repro import provenance
+from anchormask.measurement import tables
+from anchormask.model.families import KINDS
+from anchormask.fileio import InputError
 
 _str, _int, _f64 = pa.string(), pa.int64(), pa.float64()
 
@@ -46,7 +48,7 @@ _LAYER = re.compile(r"\.(\d+)\.")
 def projection_kind(module: str, projections: Mapping[str, str] | None = None) -> str | None:
     """q, k, v or o for a module name (base.projections when given, else any family of
     ``families.PROJECTIONS``); None if none fits."""
-    from anchormask.families import PROJECTIONS
+    from anchormask.model.families import PROJECTIONS
 
     candidates = [projections] if projections else list(PROJECTIONS.values())
     pairs = sorted({(suffix, kind) for proj in candidates for kind, suffix in proj.items()},
@@ -86,7 +88,7 @@ def adapter_norms(adapter_dir: str | Path, projections: Mapping[str, str] | None
     for p in (weights_path, config_path):
         if not p.is_file():
             raise InputError(f"{adapter_dir}: adapter is missing {p.name}; rerun its training job")
-    config = io.read_json(config_path)
+    config = fileio.read_json(config_path)
     if config.get("rank_pattern") or config.get("alpha_pattern"):
         raise InputError(f"{config_path}: rank_pattern / alpha_pattern are not supported by the LoRA probe")
     scaling = lora_scaling(config)
@@ -120,7 +122,7 @@ def lora_layers_table(adapters: Sequence[Mapping[str, Any]],
     """Per (arm, adapter, layer, kind). ``adapters``: dicts with arm, strategy, targets, path;
     ``projections``: base.projections of config.yaml, when set."""
     from anchormask import checksum
-    from anchormask.adapters import verify as verify_adapter
+    from anchormask.model.adapters import verify as verify_adapter
 
     frames, meta = [], []
     for spec in adapters:

@@ -18,9 +18,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from anchormask import io, provenance, tables
+from anchormask import fileio
+from anchormask.repro import provenance
+from anchormask.measurement import tables
 from anchormask.checksum import file_sha256
-from anchormask.io import InputError
+from anchormask.fileio import InputError
 
 _str, _int, _f64 = pa.string(), pa.int64(), pa.float64()
 
@@ -37,7 +39,7 @@ def maskcount_generations(files: Sequence[tuple[str, int, str]], corpora: Mappin
     """Scored generations of (arm, k, path) files, with a ``k`` column; checks each file's arm and k."""
     frames = []
     for arm, k, path in files:
-        for lineno, rec in enumerate(io.read_jsonl(path), start=1):
+        for lineno, rec in enumerate(fileio.read_jsonl(path), start=1):
             if rec.get("arm") != arm or rec.get("sampler", {}).get("extra_masks") != int(k):
                 raise InputError(f"{path}: line {lineno}: expected arm {arm!r} with sampler.extra_masks = {k}, "
                                  f"found {rec.get('arm')!r} with {rec.get('sampler', {}).get('extra_masks')!r}; "

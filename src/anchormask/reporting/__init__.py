@@ -8,6 +8,6 @@
 * ``paper``: the study on one page for ``snakemake --report``.
 * ``arms``: the order in which arms are shown, and which arm is the base.
 
-The numbers come from ``anchormask.tables``, ``anchormask.stats.bootstrap`` and ``anchormask.probes``;
+The numbers come from ``anchormask.measurement.tables``, ``anchormask.stats.bootstrap`` and ``anchormask.probes``;
 nothing here computes a statistic that is not shown.
 """

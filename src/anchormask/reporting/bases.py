@@ -21,7 +21,9 @@ from matplotlib.figure import Figure
 
 import pyarrow as pa
 
-from anchormask import families, io, tables
+from anchormask.model import families
+from anchormask import fileio
+from anchormask.measurement import tables
 from anchormask.reporting.figures import save
 from anchormask.reporting.markdown import number, ratio_cell
 from anchormask.reporting.paper import STYLE, figure_html, markdown_html
@@ -64,7 +66,7 @@ def safetensors_parameters(folder: str | os.PathLike[str]) -> int | None:
 
 def base_facts(name: str, base: Mapping[str, Any], evaluation: Mapping[str, Any] | None) -> dict[str, Any]:
     """Family, parameters, layout and, where the base evaluation ran, its masked-token accuracy and distinct-2."""
-    config = io.read_json(Path(base["path"]) / "config.json")
+    config = fileio.read_json(Path(base["path"]) / "config.json")
     model_type = str(config.get("model_type") or "")
     masked = (evaluation or {}).get("masked", {})
     return {"base": name, "family": base.get("family") or families.MODEL_TYPES.get(model_type, model_type or None),
@@ -163,7 +165,7 @@ def bases_figure(table: pd.DataFrame, pdf_path: str | os.PathLike[str], png_path
     """The held-out anchor/random ratio with its interval, one point per base."""
     rows = figure_rows(table)
     if rows.empty:
-        raise io.InputError("results/tables/bases.parquet: no base has the comparison anchor vs random over the "
+        raise fileio.InputError("results/tables/bases.parquet: no base has the comparison anchor vs random over the "
                             "held-out queries (split held_out), which the figure shows; add it to "
                             "statistics.comparisons")
     fig = Figure(figsize=(max(4.0, 1.1 * len(rows) + 1.5), 3.4))

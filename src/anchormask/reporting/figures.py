@@ -30,7 +30,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from anchormask.stats import bootstrap, pairwise
-from anchormask.io import InputError, atomic_path
+from anchormask.fileio import InputError, atomic_path
 from anchormask.reporting.arms import order_arms
 
 TARGET_ORDER = ("full", "vo", "qk")

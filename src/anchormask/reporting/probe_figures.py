@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from anchormask.probes.attention import TARGETS
-from anchormask.families import KINDS
+from anchormask.model.families import KINDS
 from anchormask.probes.lora import lora_share_table
 from anchormask.reporting.arms import ARM_ORDER, base_arm, order_arms
 from anchormask.reporting.figures import COLOURS, RC, save

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from anchormask.families import KINDS
+from anchormask.model.families import KINDS
 from anchormask.reporting.arms import base_arm, order_arms
 from anchormask.reporting.markdown import diff_cell, is_missing, number, ratio_cell
 

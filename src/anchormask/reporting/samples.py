@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from anchormask.io import InputError
+from anchormask.fileio import InputError
 
 
 def chosen_queries(table: pd.DataFrame, domains: Sequence[str], per_domain: int) -> list[tuple[str, str]]:

@@ -1,6 +1,6 @@
 """anchormask_locus's scores: exact match and the study's word-overlap metric against the gold statement."""
 
-from anchormask import metric
+from anchormask.measurement import metric
 
 
 def process_results(doc, results):

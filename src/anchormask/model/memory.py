@@ -201,7 +201,7 @@ def job_settings(config: dict[str, Any]) -> dict[str, Any]:
     """The shapes a study's model jobs run at: the training batch and length; the generation batch, its
     widest sequence (a prompt shorter than ``train.seq_len``, the slot, the most extra masks of the arms
     and the mask-count probe) and the slot positions the first step decides (the first block)."""
-    from anchormask import config as study_config
+    from anchormask.settings import config as study_config
 
     gen, train = config["generation"], config["train"]
     extra = max([study_config.setting(config, ("generation", "extra_masks")),

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
-from anchormask import metric
+from anchormask.measurement import metric
 
 STOP_WORDS = frozenset(w for stop in STOPWORDS_EN_PLUS for w in metric.word_tokens(stop))
 

@@ -40,7 +40,7 @@ def study_anchors(config: dict[str, Any], domain: str, query_set: str = "main",
 
     ``root`` resolves the config's relative data paths (the benchmarks run from elsewhere).
     """
-    from anchormask import study
+    from anchormask.settings import study
     from anchormask import data
 
     def at(path: Path) -> Path:

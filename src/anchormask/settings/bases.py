@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anchormask import config as study_config
+from anchormask.settings import config as study_config
+
+from anchormask.settings import layers as config_layers
 
 BASES_DIR = "results/bases"  # each base's study under BASES_DIR/<name>/, the tree results/ has without bases
 REMOTE_ENV = "bash .ci/setup remote, then .venv-remote/bin/snakemake (envs/requirements-remote.txt: transformers 4.46)"
@@ -31,7 +33,7 @@ class BaseStudy:
     name: str
     source: str  # the layer file, or "bases.NAME" for an inline layer
     config: dict[str, Any]
-    layers: study_config.ConfigLayers
+    layers: config_layers.ConfigLayers
     targets: list[str] = field(default_factory=list)  # its default target, filled while its module loads
 
     @property
@@ -77,7 +79,7 @@ def read_layer(name: str, entry: str | dict[str, Any]) -> tuple[str, dict[str, A
     return source, layer
 
 
-def studies(config: dict[str, Any], layers: study_config.ConfigLayers) -> list[BaseStudy]:
+def studies(config: dict[str, Any], layers: config_layers.ConfigLayers) -> list[BaseStudy]:
     """Every base's study, in ``bases:`` order, each merged config validated as a whole config and its base
     checked (positions, folder); an error names the base, the layer file and the key."""
     common = {k: v for k, v in config.items() if k != "bases"}
@@ -85,7 +87,7 @@ def studies(config: dict[str, Any], layers: study_config.ConfigLayers) -> list[B
     for name, entry in config["bases"].items():
         source, layer = read_layer(name, entry)
         layer_name = source if source == f"bases.{name}" else f"{source} (bases.{name})"
-        study = BaseStudy(name, source, study_config.merge(common, layer), study_config.ConfigLayers((*layers.layers,
+        study = BaseStudy(name, source, config_layers.merge(common, layer), config_layers.ConfigLayers((*layers.layers,
                                                                                           (layer_name, layer))))
         with naming(study):
             study_config.validate(study.config, study.layers.source_of)

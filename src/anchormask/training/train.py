@@ -14,9 +14,13 @@ from typing import Any
 
 import torch
 
-from anchormask import backbone as bb
-from anchormask.study import AdapterJob
-from anchormask import adapters, data, io, layout, masking, modeljob, provenance, resume
+from anchormask.model import backbone as bb
+from anchormask.settings.study import AdapterJob
+from anchormask import data
+from anchormask.model import adapters, layout, modeljob
+from anchormask import fileio
+from anchormask.training import masking, resume
+from anchormask.repro import provenance
 from anchormask.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -223,7 +227,7 @@ def training_record(job: AdapterJob, settings: dict[str, Any], base: modeljob.Ba
 
 
 def save_adapter(model, rows: list[tuple], record: dict[str, Any], out_dir: str) -> None:
-    with io.atomic_dir(out_dir) as tmp:
+    with fileio.atomic_dir(out_dir) as tmp:
         model.save_pretrained(str(tmp))
         (tmp / "README.md").unlink(missing_ok=True)  # peft's model-card template, not data
         _sort_target_modules(tmp / "adapter_config.json")
@@ -231,7 +235,7 @@ def save_adapter(model, rows: list[tuple], record: dict[str, Any], out_dir: str)
         (tmp / "train_log.tsv").write_text("\n".join(lines) + "\n")
         # Hashes of the files as written, so every later use can tell an altered adapter (adapters.verify).
         record["files"] = adapters.file_hashes(tmp)
-        (tmp / "provenance.json").write_text(io.pretty_json(record))
+        (tmp / "provenance.json").write_text(fileio.pretty_json(record))
 
 
 def _sort_target_modules(path: Path) -> None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from anchormask import io
+from anchormask import fileio
 
 # Position classes of a training sequence; masking's strategies name the classes they may mask.
 SPECIAL, QUESTION, ANSWER, PAD = 0, 1, 2, 3
@@ -141,7 +141,7 @@ def encode_pair(tokenizer, question: str, answer: str, seq_len: int, *, where: s
         ids = list(enc["input_ids"])
         classes = [SPECIAL if s is None else (QUESTION if s == 0 else ANSWER) for s in enc.sequence_ids()]
     if len(ids) > seq_len:
-        raise io.InputError(f"{where}: question + answer are {len(ids)} tokens, more than train.seq_len "
+        raise fileio.InputError(f"{where}: question + answer are {len(ids)} tokens, more than train.seq_len "
                             f"= {seq_len}; raise train.seq_len in config.yaml or shorten the pair")
     return EncodedPair(ids, classes)
 

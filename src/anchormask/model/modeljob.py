@@ -19,8 +19,8 @@ from typing import Any, NoReturn
 
 import torch
 
-from anchormask import backbone as bb
-from anchormask import config
+from anchormask.model import backbone as bb
+from anchormask.settings import config
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def load(base: Base, runtime: bb.Runtime, adapter: str | None = None, *,
 
     The adapter's files are checked against the hashes it was saved with before it is used.
     """
-    from anchormask.adapters import verify as verify_adapter
+    from anchormask.model.adapters import verify as verify_adapter
 
     backbone = bb.load_backbone(base.path, trust_remote_code=base.trust_remote_code, runtime=runtime,
                                 attn_implementation=attn_implementation, family=base.family,

@@ -9,7 +9,8 @@ import copy
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from anchormask import io, schemas
+from anchormask import schemas
+from anchormask import fileio
 
 # The masking strategies and LoRA target sets: the config schema's enums, read once (the Snakefile's
 # wildcard constraints and the position check use these).
@@ -132,9 +133,9 @@ def comparison_selection(comp: dict[str, Any]) -> tuple[str, str]:
     """A comparison's queries: ("split", in_domain | held_out) or ("domain", name), exactly one given."""
     given = [key for key in ("split", "domain") if key in comp]
     if len(given) != 1:
-        raise io.InputError(f"comparison {comp.get('name')!r}: give exactly one of split or domain")
+        raise fileio.InputError(f"comparison {comp.get('name')!r}: give exactly one of split or domain")
     if given == ["split"] and comp["split"] not in ("in_domain", "held_out"):
-        raise io.InputError(f"comparison {comp.get('name')!r}: split must be in_domain or held_out, "
+        raise fileio.InputError(f"comparison {comp.get('name')!r}: split must be in_domain or held_out, "
                             f"got {comp['split']!r}")
     return given[0], comp[given[0]]
 

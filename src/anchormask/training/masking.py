@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from anchormask.layout import ANSWER, QUESTION
+from anchormask.model.layout import ANSWER, QUESTION
 
 STRATEGIES: dict[str, tuple[int, ...]] = {
     "anchor": (ANSWER,),

@@ -197,7 +197,7 @@ def _recorded_checksum(records: dict[str, dict[str, Any]], output: str, path: st
 
 
 def _input_problem(work: Path, path: str, outputs: list[str], records) -> str | None:
-    from anchormask import adapters
+    from anchormask.model import adapters
 
     if _is_adapter(path):
         found = adapters.problems(work / path)
@@ -218,7 +218,7 @@ def check_intermediates(results: str | os.PathLike[str] = "results",
     One entry per problem: path, what is wrong, the outputs built from it, and a command that
     rebuilds it and everything made from it.
     """
-    from anchormask import adapters
+    from anchormask.model import adapters
 
     work = Path(workdir)
     records = snakemake_records(work)
@@ -273,7 +273,7 @@ def _safetensors_size(path: Path) -> int | None:
 
 def adapter_quick_problem(folder: Path) -> str | None:
     """What is wrong with an adapter folder by existence and size alone; None when nothing shows."""
-    from anchormask import adapters
+    from anchormask.model import adapters
 
     if not folder.is_dir():
         return "the adapter folder is missing"
@@ -292,7 +292,7 @@ def damaged_adapters(results: str | os.PathLike[str] = "results",
                      workdir: str | os.PathLike[str] = ".") -> list[dict[str, Any]]:
     """Adapters that existing outputs were built from (Snakemake's records) and that fail the cheap check,
     each with those outputs and the command that rebuilds it (as `check_intermediates`)."""
-    from anchormask import adapters
+    from anchormask.model import adapters
 
     work = Path(workdir)
     users = _users_of_inputs(snakemake_records(work), work, Path(results).as_posix())

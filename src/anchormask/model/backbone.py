@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from anchormask import families, layout
-from anchormask.families import Family
+from anchormask.model import families, layout
+from anchormask.model.families import Family
 
 log = logging.getLogger(__name__)
 # The study's LoRA target sets, as projection kinds.

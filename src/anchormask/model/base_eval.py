@@ -26,8 +26,9 @@ from typing import Any
 
 import torch
 
-from anchormask import backbone as bb
-from anchormask import metric, modeljob, quality
+from anchormask.model import backbone as bb
+from anchormask.measurement import metric, degeneracy
+from anchormask.model import modeljob
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +100,10 @@ def generation_quality(records: list[dict[str, Any]], dictionary: frozenset[str]
     return {
         "answers": len(records),
         "post_anchor_words_mean": len(every) / n,
-        "adjacent_repeat_share": _or_zero(quality.pooled_adjacent_repeat_share(answers)),
-        "distinct_2": _or_zero(quality.pooled_distinct_n(answers, 2)),
+        "adjacent_repeat_share": _or_zero(degeneracy.pooled_adjacent_repeat_share(answers)),
+        "distinct_2": _or_zero(degeneracy.pooled_distinct_n(answers, 2)),
         "dictionary_share": sum(is_dictionary_word(w, dictionary) for w in every) / max(1, len(every)),
-        "stop_word_share": sum(w in quality.STOP_WORDS for w in every) / max(1, len(every)),
+        "stop_word_share": sum(w in degeneracy.STOP_WORDS for w in every) / max(1, len(every)),
         "mid_word_share": sum(bool(rec["continues_anchor_word"]) for rec in records) / n,
         "empty_share": sum(not words for words in answers) / n,
     }
@@ -130,8 +131,8 @@ def gates(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def study_anchors(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Every study query with its BM25-retrieved statement (the anchors the study generates from)."""
-    from anchormask import study
-    from anchormask import retrieval
+    from anchormask.settings import study
+    from anchormask.generation import retrieval
 
     return [a for domain in study.domains(config) for a in retrieval.study_anchors(config, domain)]
 
@@ -139,8 +140,10 @@ def study_anchors(config: dict[str, Any]) -> list[dict[str, Any]]:
 def evaluate(config: dict[str, Any], *, base: modeljob.Base, validation_lines: list[str] | None,
              seed: int, threads: int) -> dict[str, Any]:
     """Masked-token scores, generation gates and samples of one base (no adapter)."""
-    from anchormask import study
-    from anchormask import data, generation, provenance, sampler
+    from anchormask.settings import study
+    from anchormask import data
+    from anchormask.generation import arm_answers, sampler
+    from anchormask.repro import provenance
 
     runtime = modeljob.start(base, threads)
     backbone = modeljob.load(base, runtime)
@@ -155,7 +158,7 @@ def evaluate(config: dict[str, Any], *, base: modeljob.Base, validation_lines: l
             masked[name][str(ratio)] = masked_token_scores(backbone, runtime, lines, ratio, seed)
         log.info("%s: accuracy %.3f at 15%% masking", name, masked[name]["0.15"]["accuracy"])
     settings = sampler.SamplerSettings.from_config(config["generation"])
-    records = generation.generation_records(backbone, runtime, study_anchors(config), settings, {})
+    records = arm_answers.generation_records(backbone, runtime, study_anchors(config), settings, {})
     scores = generation_quality(records, dictionary_words())
     summary = {"corpora_accuracy_15": masked["corpora"]["0.15"]["accuracy"], **scores}
     return {"base": {"path": base.path, "sha256": base.sha256, "trust_remote_code": base.trust_remote_code}, "runtime": runtime.name,

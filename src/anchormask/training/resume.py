@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from anchormask import io
-from anchormask.io import InputError
+from anchormask import fileio
+from anchormask.fileio import InputError
 
 FORMAT = "anchormask-train-state/1"
 
@@ -52,8 +52,8 @@ def save_state(path: str | Path, *, identity: dict[str, Any], params: dict[str, 
     # One metadata key: safetensors writes the metadata map in no fixed order, and the file must be
     # the same bytes from run to run.
     meta = {"format": FORMAT, "identity": identity, "pending": pending, "rows": [list(r) for r in rows]}
-    with io.atomic_path(path) as tmp:
-        save_file(tensors, str(tmp), metadata={"anchormask": io.canonical_json(meta)})
+    with fileio.atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata={"anchormask": fileio.canonical_json(meta)})
 
 
 def restore(path: str | Path, *, identity: dict[str, Any], params: dict[str, torch.Tensor],

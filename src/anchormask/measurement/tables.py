@@ -2,7 +2,7 @@
 
 ``generations_table`` reads generation JSONL (src/anchormask/schemas/generation.schema.yaml),
 scores every record's ``post_anchor_text`` against the vocabulary of the corpus of the
-record's OWN ``domain`` (anchormask.metric) and returns one row per generation, sorted by
+record's OWN ``domain`` (anchormask.measurement.metric) and returns one row per generation, sorted by
 (arm, split, domain, query_id, train_size, train_steps, train_seed).
 
 Parquet files are written with an explicit pyarrow schema (``GENERATIONS_SCHEMA``,
@@ -24,9 +24,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from anchormask import data, metric, provenance, quality
+from anchormask import data
+from anchormask.measurement import metric, degeneracy
+from anchormask.repro import provenance
 from anchormask.checksum import file_sha256
-from anchormask.io import InputError, atomic_path, canonical_json
+from anchormask.fileio import InputError, atomic_path, canonical_json
 
 METADATA_KEY = b"anchormask"
 COMPRESSION = "zstd"
@@ -137,7 +139,7 @@ def generations_table(jsonl_paths: Iterable[str | os.PathLike[str]],
         "inputs": [file_entry(p) for p in jsonl_paths],
         "corpora": {d: file_entry(p) | {"vocabulary": len(vocabs[d])} for d, p in sorted(corpora.items())},
         "metric": {"word_pattern": metric.WORD_PATTERN, "normalise": "lower, NFKD, combining marks dropped",
-                   "stop_words": "bm25s.stopwords.STOPWORDS_EN_PLUS", "stop_word_count": len(quality.STOP_WORDS)},
+                   "stop_words": "bm25s.stopwords.STOPWORDS_EN_PLUS", "stop_word_count": len(degeneracy.STOP_WORDS)},
         "rows": len(df),
         "versions": provenance.versions(),
     }
@@ -164,10 +166,10 @@ def _scores(text: str, vocab: frozenset[str]) -> dict[str, Any]:
     scored = metric.score(text, vocab)
     tokens = metric.word_tokens(text)
     return {"word_tokens": scored.tokens, "overlap": scored.overlap, "empty": scored.empty,
-            "content_words": len(quality.content_words(tokens)),
-            "content_overlap": quality.content_overlap(tokens, vocab),
-            "distinct_1": quality.distinct_n(tokens, 1), "distinct_2": quality.distinct_n(tokens, 2),
-            "adjacent_repeats": quality.adjacent_repeat_share(tokens)}
+            "content_words": len(degeneracy.content_words(tokens)),
+            "content_overlap": degeneracy.content_overlap(tokens, vocab),
+            "distinct_1": degeneracy.distinct_n(tokens, 1), "distinct_2": degeneracy.distinct_n(tokens, 2),
+            "adjacent_repeats": degeneracy.adjacent_repeat_share(tokens)}
 
 
 # --------------------------------------------------------------------------- Parquet I/O

@@ -7,9 +7,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from anchormask import backbone as bb
-from anchormask import checksum, io, layout, modeljob, provenance, sampler
-from anchormask.adapters import PROVENANCE
+from anchormask.model import backbone as bb
+from anchormask import checksum
+from anchormask import fileio
+from anchormask.model import layout, modeljob
+from anchormask.repro import provenance
+from anchormask.generation import sampler
+from anchormask.model.adapters import PROVENANCE
 from anchormask.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -80,7 +84,7 @@ def run_arm(*, arm: str, strategy: str | None, targets: str | None, adapters: li
             threads: int) -> int:
     """Generate for every retrieved query with each adapter of the arm (one per training seed)."""
     runtime = modeljob.start(base, threads)
-    retrieved = [rec for path in retrieval_files for rec in io.read_jsonl(path)]
+    retrieved = [rec for path in retrieval_files for rec in fileio.read_jsonl(path)]
     records: list[dict[str, Any]] = []
     progress = Progress(f"generate {arm}", max(1, len(adapters)) * len(retrieved), log_every=1,
                         unit="generation")
@@ -90,12 +94,12 @@ def run_arm(*, arm: str, strategy: str | None, targets: str | None, adapters: li
         records += generation_records(backbone, runtime, retrieved, settings,
                                       _identity(arm, strategy, targets, adapter, base),
                                       on_batch=lambda n, done=done: progress.update(done + n))
-    return io.write_jsonl(out, records)
+    return fileio.write_jsonl(out, records)
 
 
 def _identity(arm: str, strategy: str | None, targets: str | None, adapter: str | None,
               base: modeljob.Base) -> dict[str, Any]:
-    job = io.read_json(Path(adapter) / PROVENANCE)["job"] if adapter else {}
+    job = fileio.read_json(Path(adapter) / PROVENANCE)["job"] if adapter else {}
     return {
         "arm": arm, "strategy": strategy, "targets": targets, "train_size": job.get("size"),
         "train_steps": job.get("steps"), "train_seed": job.get("seed"), "adapter_id": job.get("id"),

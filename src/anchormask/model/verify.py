@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from anchormask import checksum, io
+from anchormask import checksum
+from anchormask import fileio
 
 
-class ChecksumError(io.InputError):
+class ChecksumError(fileio.InputError):
     """The base on disk is not the base that config.yaml pins."""
 
 
@@ -146,4 +147,4 @@ def verify_base(path: str, expected: str) -> dict[str, Any]:
 
 
 def write_verified(path: str, expected: str, out: str) -> None:
-    io.write_json(out, verify_base(path, expected))
+    fileio.write_json(out, verify_base(path, expected))

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from anchormask import io
+from anchormask import fileio
 from anchormask.checksum import file_sha256
 
 HASHED_FILES = ("adapter_config.json", "adapter_model.safetensors")
@@ -76,6 +76,6 @@ def verify(folder: str | Path) -> dict[str, Any]:
     """The adapter's provenance record, after checking every hashed file; InputError otherwise."""
     found = problems(folder)
     if found:
-        raise io.InputError(f"adapter {Path(folder).as_posix()}: {'; '.join(found)}. Rebuild it and what was "
+        raise fileio.InputError(f"adapter {Path(folder).as_posix()}: {'; '.join(found)}. Rebuild it and what was "
                             f"made from it: {rebuild_command(folder)}")
-    return io.read_json(Path(folder) / PROVENANCE)
+    return fileio.read_json(Path(folder) / PROVENANCE)
