@@ -8,7 +8,7 @@ import torch
 from transformers import AutoTokenizer
 
 from anchormask import fileio
-from anchormask.embedded_base import pretrain
+from anchormask.embedded_base import pretrain, sequences
 
 pytestmark = pytest.mark.unit
 
@@ -31,24 +31,24 @@ def tok(tiny_model_dir):
 
 
 def test_sequences_are_one_or_two_segments_cut_to_length_and_short_ones_dropped(tok):
-    seqs = pretrain.encode_sequences(LINES, tok, settings(seq_len=12, min_tokens=5))
+    seqs = sequences.encode_sequences(LINES, tok, settings(seq_len=12, min_tokens=5))
     cls, sep = tok.cls_token_id, tok.sep_token_id
     assert all(s[0] == cls and s[-1] == sep and 5 <= len(s) <= 12 for s in seqs)
     segments = {s.count(sep) for s in seqs}
     assert segments == {1, 2}
-    assert pretrain.encode_sequences(LINES, tok, settings(pair_share=0.0, min_tokens=1)) == \
+    assert sequences.encode_sequences(LINES, tok, settings(pair_share=0.0, min_tokens=1)) == \
         [[cls, *ids, sep] for ids in tok(LINES, add_special_tokens=False)["input_ids"]]
 
 
 def test_length_batches_cover_every_sequence_once_within_the_token_budget():
     lengths = [3, 9, 4, 9, 5, 20, 3, 7, 8, 4, 6, 12] * 5
-    batches = pretrain.length_batches(lengths, 40, seed=1)
+    batches = sequences.length_batches(lengths, 40, seed=1)
     flat = sorted(i for b in batches for i in b)
     assert flat == list(range(len(lengths)))
     assert all(len(b) * max(lengths[i] for i in b) <= 40 for b in batches)
     padding = sum(len(b) * max(lengths[i] for i in b) - sum(lengths[i] for i in b) for b in batches)
     assert padding / sum(lengths) < 0.1
-    assert batches == pretrain.length_batches(lengths, 40, seed=1) != pretrain.length_batches(lengths, 40, seed=2)
+    assert batches == sequences.length_batches(lengths, 40, seed=1) != sequences.length_batches(lengths, 40, seed=2)
 
 
 def test_schedule_warms_up_holds_then_decays_to_zero():
@@ -62,7 +62,7 @@ def test_loss_is_the_mean_cross_entropy_over_the_masked_real_tokens_only(tiny_mo
     from transformers import AutoModelForMaskedLM
 
     model = AutoModelForMaskedLM.from_pretrained(tiny_model_dir)  # eval mode: no dropout
-    ids, attention = pretrain.pad_batch(pretrain.encode_sequences(LINES[:4], tok, settings(pair_share=0)),
+    ids, attention = sequences.pad_batch(sequences.encode_sequences(LINES[:4], tok, settings(pair_share=0)),
                                         tok.pad_token_id)
     special = torch.tensor(tok.all_special_ids)
     real = attention.bool() & ~torch.isin(ids, special)  # not [CLS], [SEP] or padding

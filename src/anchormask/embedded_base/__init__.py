@@ -2,5 +2,6 @@
 ``model.base_eval``, which checks any base).
 
 * ``pretrain_text``: the pretraining text from installed Debian packages, without the study's texts.
+* ``sequences``: its tokenizer, the training sequences and their length buckets.
 * ``pretrain``: pretraining the base, resumable, with settings from workflow/pretrain.yaml.
 """

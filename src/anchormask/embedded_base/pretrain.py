@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import random
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from anchormask.embedded_base.sequences import encode_sequences, length_batches, pad_batch, train_tokenizer
 
 from anchormask import fileio
 from anchormask.progress import Progress
@@ -62,68 +63,6 @@ class PretrainSettings:
     checkpoint_every: int
     snapshot_every: int  # 0: no snapshots
     eval_sequences: int
-
-
-def train_tokenizer(lines: list[str], vocab_size: int):
-    """A lowercase WordPiece tokenizer in the Hugging Face BERT layout."""
-    from tokenizers import BertWordPieceTokenizer
-    from transformers import BertTokenizerFast
-
-    wp = BertWordPieceTokenizer(lowercase=True, strip_accents=True)
-    wp.train_from_iterator(lines, vocab_size=vocab_size, min_frequency=2, show_progress=False,
-                           special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    return BertTokenizerFast(vocab=wp.get_vocab(), do_lower_case=True)
-
-
-def encode_sequences(lines: list[str], tokenizer, settings: PretrainSettings) -> list[list[int]]:
-    """``[CLS] line [SEP]``, or with a seeded ``pair_share`` two adjacent lines as two segments.
-
-    Sequences longer than ``seq_len`` are cut (keeping the final [SEP]); shorter than
-    ``min_tokens`` (specials included) are dropped: a two-word line has no context to learn from.
-    """
-    pieces = tokenizer(lines, add_special_tokens=False)["input_ids"]
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    rng = random.Random(settings.seed)
-    sequences: list[list[int]] = []
-    i = 0
-    while i < len(pieces):
-        if i + 1 < len(pieces) and rng.random() < settings.pair_share:
-            ids = [cls, *pieces[i], sep, *pieces[i + 1], sep]
-            i += 2
-        else:
-            ids = [cls, *pieces[i], sep]
-            i += 1
-        if len(ids) > settings.seq_len:
-            ids = ids[:settings.seq_len - 1] + [sep]
-        if len(ids) >= settings.min_tokens:
-            sequences.append(ids)
-    return sequences
-
-
-def length_batches(lengths: list[int], tokens_per_batch: int, seed: int) -> list[list[int]]:
-    """Batches of near-equal length (sorted, random tie order), in a seeded random order."""
-    rng = random.Random(seed)
-    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))
-    batches: list[list[int]] = []
-    start = 0
-    while start < len(order):
-        rows = max(1, tokens_per_batch // lengths[order[start]])
-        while rows > 1 and rows * lengths[order[min(len(order), start + rows) - 1]] > tokens_per_batch:
-            rows -= 1  # sorted ascending: the chunk's last sequence is its longest
-        batches.append(order[start:start + rows])
-        start += rows
-    rng.shuffle(batches)
-    return batches
-
-
-def pad_batch(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(sequences), width), dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        ids[row, :len(seq)] = torch.tensor(seq)
-        attention[row, :len(seq)] = 1
-    return ids, attention
 
 
 def mask_batch(ids: torch.Tensor, t: torch.Tensor, mask_id: int, special: torch.Tensor,
