@@ -7,6 +7,7 @@
 * ``samples``: results/tables/samples.md, each arm's text beside its numbers.
 * ``paper``: the study on one page for ``snakemake --report``.
 * ``arms``: the order in which arms are shown, and which arm is the base.
+* ``bases``: the table, figure and page that compare several bases.
 
 The numbers come from ``anchormask.measurement.tables``, ``anchormask.stats.bootstrap`` and ``anchormask.probes``;
 nothing here computes a statistic that is not shown.

@@ -1,4 +1,6 @@
-"""No function in src/ or bench/ runs over 60 lines unless its def line says why (``# long: REASON``)."""
+"""The shape of the library: no function in src/ or bench/ over 60 lines unless its def line says why
+(``# long: REASON``), no module of the package over 400 lines, and at most 8 modules at its top level
+(the rest live in the package of their stage)."""
 
 import ast
 
@@ -9,6 +11,9 @@ from helpers import REPO
 pytestmark = pytest.mark.unit
 
 LIMIT = 60
+MODULE_LIMIT = 400
+TOP_LEVEL_MODULES = 8
+PACKAGE = REPO / "src" / "anchormask"
 MARKER = "# long:"
 
 
@@ -40,3 +45,21 @@ def test_no_function_in_src_or_bench_is_over_the_limit_without_a_reason():
     found = [f for p in files for f in long_functions(p.read_text(encoding="utf-8"), str(p.relative_to(REPO)))]
     assert not found, (f"functions over {LIMIT} lines: {'; '.join(found)}; split them, or put "
                        f"'{MARKER} <why>' on the def line")
+
+
+def test_no_module_of_the_package_is_over_the_limit():
+    sizes = {str(p.relative_to(PACKAGE)): len(p.read_text(encoding="utf-8").splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert len(sizes) > TOP_LEVEL_MODULES
+    over = sorted(f"{name} ({n} lines)" for name, n in sizes.items() if n > MODULE_LIMIT)
+    assert not over, f"modules over {MODULE_LIMIT} lines: {', '.join(over)}; split each by idea"
+
+
+def test_the_package_top_level_holds_few_modules_and_every_subpackage_says_what_it_holds():
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= TOP_LEVEL_MODULES, f"{len(top)} modules at the top of src/anchormask: {top}; move some into a stage package"
+    for init in PACKAGE.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc, f"{init.relative_to(REPO)} has no docstring saying what the package holds"
+        modules = {p.stem for p in init.parent.glob("*.py")} - {"__init__"}
+        unnamed = sorted(m for m in modules if f"``{m}``" not in doc)
+        assert not unnamed, f"{init.relative_to(REPO)}: its docstring does not name {unnamed}"
