@@ -1,6 +1,8 @@
 """Reading and checking a study: its configuration, the jobs it asks for, several bases, the command line.
 
 * ``config``: YAML reading, layering and validation against ``schemas/`` with readable errors.
+* ``layers``: the configuration's sources (config.yaml, --configfile, --config, a base's layer),
+  which one set a key, merging one over another, and the types of --config values.
 * ``study``: the jobs a valid configuration asks for (arms, strategies, targets, query sets).
 * ``bases``: the ``bases:`` mapping, each base's merged and checked configuration.
 * ``command_line``: checks of a snakemake command line that Snakemake would answer with a traceback.
