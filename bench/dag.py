@@ -34,7 +34,8 @@ def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]
                               timeout=300)
         walls.append(time.perf_counter() - t)
         if proc.returncode != 0:
-            raise RuntimeError(f"snakemake -n failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+            raise RuntimeError(f"snakemake -n failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                               f"{proc.stderr[-3000:]}")
         jobs = sum(common.job_counts(proc.stdout + proc.stderr).values())
     value = statistics.median(walls)
     say(f"dag: snakemake -n {', '.join(f'{w:.2f}' for w in walls)} s; {jobs} jobs to run")

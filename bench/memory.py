@@ -63,7 +63,8 @@ def estimate_13b(*, batch: int, seq_len: int, rank: int, lora_kinds: str, answer
             "total_gib": round(sum(inside.values()) / GIB, 3), "cuda_context_gib": round(parts["runtime"] / GIB, 3)}
 
     return {
-        "architecture": arch | {"parameters": shape.parameters, "lora_parameters": shape.lora_parameters(rank, lora_kinds),
+        "architecture": arch | {"parameters": shape.parameters,
+                                "lora_parameters": shape.lora_parameters(rank, lora_kinds),
                                 "lora_targets": lora_kinds, "rank": rank},
         "training": {"batch": batch, "seq_len": seq_len, "formula": memory.__doc__.split("Terms")[1].strip(),
                      **gib(predicted["training"])},
@@ -131,7 +132,8 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
         f"LoRA/AdamW {t['lora_states_gib']} + activations {t['activations_gib']} + logits {t['logits_gib']} = "
         f"{t['total_gib']} GiB (N = {est['architecture']['parameters']:,}) + {t['cuda_context_gib']} CUDA context")
     say(f"memory: 1.3B estimate on a GPU, generation (batch {g['batch']}): weights {g['weights_gib']} + logits "
-        f"{g['logits_gib']} + the layers' working set beyond them {g['layers_gib']} = {g['total_gib']} GiB + CUDA context")
+        f"{g['logits_gib']} + the layers' working set beyond them {g['layers_gib']} = {g['total_gib']} GiB "
+        "+ CUDA context")
     table = say_table(base_table())
     payload = {
         "benchmark": "memory",
@@ -141,7 +143,8 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
             "training": trained | {"job": f"anchor_full_n{settings['default']['size']}_s{settings['default']['steps']}"
                                           f"_seed{settings['seeds'][0]}", "threads": settings["threads"]},
             "generation": generated | {"arm": "anchor", "threads": cfg["generation"]["threads"],
-                                       "queries": sum(len(p.read_text().splitlines()) for p in retrieval.glob("*.jsonl"))},
+                                       "queries": sum(len(p.read_text().splitlines())
+                                                      for p in retrieval.glob("*.jsonl"))},
         },
         "estimate_1p3b_gpu": est,
         "bases": table,

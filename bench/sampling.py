@@ -173,9 +173,11 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
                                      speed["project_wall"])
     payload = {
         "benchmark": "sampler",
-        "description": "generations/s of anchormask.generation.sampler.generate (one batch) vs a one-query-at-a-time LLaDA-style "
+        "description": "generations/s of anchormask.generation.sampler.generate (one batch) vs a one-query-at-a-time "
+                       "LLaDA-style "
                        "generate() (full forward per step, float64 softmax over the full vocabulary at every position)",
-        "threads": threads, "queries": len(requests), "settings": settings.record() | {"batch_size": settings.batch_size},
+        "threads": threads, "queries": len(requests),
+        "settings": settings.record() | {"batch_size": settings.batch_size},
         "matmul_rate": rate, "arm": "anchor", "adapter": adapter_source,
         "project": speed["project"],
         "reference": speed["reference"],

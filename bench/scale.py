@@ -1,7 +1,8 @@
 """7. Scale: the memory model (src/anchormask/model/memory.py) checked at the real architectures' shapes.
 
 For each shape (LLaDA-8B's and Dream-7B's config.json values, the report's 1.3B LLaDA-style shape, a
-~50M LLaDA-style and a ~120M Dream-style shape (untied, GQA) and the embedded base) that the machine can hold, three measurements, each in
+~50M LLaDA-style and a ~120M Dream-style shape (untied, GQA) and the embedded base) that the machine can
+hold, three measurements, each in
 a fresh process under ``python -m bench._rss`` so peaks do not mix: loading, one LoRA training step at
 the study's batch and length, one generation step of a full batch; with the settings of the shape's
 layer in config/bases/ over config.yaml. The big shapes are built in memory with random weights and
@@ -40,7 +41,8 @@ DREAM_7B = {"model_type": "Dream", "hidden_size": 3584, "intermediate_size": 189
 LLADA_1P3B = LLADA_8B | {"d_model": 2048, "n_heads": 16, "n_kv_heads": 16, "n_layers": 20, "mlp_hidden_size": 5632,
                          "rope_theta": 10000.0, "weight_tying": True}
 LLADA_50M = LLADA_1P3B | {"d_model": 384, "n_heads": 6, "n_kv_heads": 6, "n_layers": 4, "mlp_hidden_size": 1024}
-DREAM_120M = DREAM_7B | {"hidden_size": 384, "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 6,
+DREAM_120M = DREAM_7B | {"hidden_size": 384, "intermediate_size": 1024, "num_hidden_layers": 4,
+                         "num_attention_heads": 6,
                          "num_key_value_heads": 2}
 # name -> (family, config.json (None: data/base itself), layer over config.yaml)
 SHAPES: dict[str, tuple[str, dict | None, str | None]] = {
@@ -166,7 +168,8 @@ def one_shape(name: str, device: str, threads: int | None, work: Path) -> tuple[
     record: dict[str, Any] = {"shape": shape.record(), "layer": layer, "device": device, "needs_bytes": peak,
                               "available_bytes": free}
     if peak > 0.9 * free:
-        say(f"scale: {name} skipped: the model predicts {peak / GIB:.1f} GiB, {free / GIB:.1f} GiB available on {device}")
+        say(f"scale: {name} skipped: the model predicts {peak / GIB:.1f} GiB, {free / GIB:.1f} GiB available "
+            f"on {device}")
         return record | {"skipped": True}, [Line(f"scale.{name}", peak / GIB, "GiB", None,
                                                  note=f"skipped: {free / GIB:.1f} GiB available")]
     spec = job_spec(name, family, cfg, path, device, threads)

@@ -132,7 +132,8 @@ def percentile_se(dist: np.ndarray, p: float, resamples: int, h: float = 0.01) -
     return float(np.sqrt(p * (1 - p) / resamples) * (hi - lo) / width)
 
 
-def agreement(project: dict[str, float], scipy_res: dict[str, Any], resamples: int, confidence: float) -> dict[str, Any]:
+def agreement(project: dict[str, float], scipy_res: dict[str, Any], resamples: int,
+              confidence: float) -> dict[str, Any]:
     """|project - scipy| in units of the Monte-Carlo s.e. of their difference, per CI end and P(a>b)."""
     alpha = (1 - confidence) / 2
     out: dict[str, Any] = {}
@@ -226,7 +227,8 @@ def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]
     pairs = paired_arrays(df, comparisons)
     n_queries = df["query_id"].nunique()
     sizes = {tuple(p["query_ids"]) for p in pairs}
-    times, (project_df, core, scipy_res, loop_res) = timed_runs(df, comparisons, pairs, resamples, confidence, seed, repeats)
+    times, (project_df, core, scipy_res, loop_res) = timed_runs(df, comparisons, pairs, resamples, confidence, seed,
+                                                                repeats)
     med = {k: stats_.median(v) for k, v in times.items()}
     med["index_draws_only"] = index_draw_seconds(pairs, resamples, repeats)
     per_comparison = checked_agreement(project_df, pairs, core, scipy_res, resamples, confidence)
@@ -235,14 +237,17 @@ def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]
     speedup = med["scipy"] / med["run_comparisons"]
     core_speedup = med["scipy"] / med["core"]
     say(f"bootstrap: {len(comparisons)} comparisons, {n_queries} queries, {resamples} resamples: run_comparisons "
-        f"{1e3 * med['run_comparisons']:.1f} ms, its core {1e3 * med['core']:.1f} ms, scipy {1e3 * med['scipy']:.1f} ms "
+        f"{1e3 * med['run_comparisons']:.1f} ms, its core {1e3 * med['core']:.1f} ms, "
+        f"scipy {1e3 * med['scipy']:.1f} ms "
         f"({1e3 * med['scipy'] / len(comparisons):.1f} ms per call); the {len(sizes)} query sets' index draws alone "
         f"{1e3 * med['index_draws_only']:.1f} ms (a bound of {med['scipy'] / med['index_draws_only']:.0f}x)")
-    say(f"bootstrap: CIs and P(a>b) agree within {TOLERANCE_SIGMAS:g} Monte-Carlo s.e.: worst {worst['max_z']:.2f} s.e. "
+    say(f"bootstrap: CIs and P(a>b) agree within {TOLERANCE_SIGMAS:g} Monte-Carlo s.e.: "
+        f"worst {worst['max_z']:.2f} s.e. "
         f"({worst['name']})")
     payload = {
         "benchmark": "bootstrap",
-        "description": "anchormask.stats.pairwise.run_comparisons (all headline comparisons, joint bootstrap per query set) vs "
+        "description": "anchormask.stats.pairwise.run_comparisons (all headline comparisons, joint bootstrap per "
+                       "query set) vs "
                        "scipy.stats.bootstrap(paired=True, vectorized=True, method='percentile') once per comparison",
         "resamples": resamples, "confidence": confidence, "queries": n_queries, "comparisons": len(comparisons),
         "query_sets": len({tuple(p["query_ids"]) for p in pairs}),

@@ -180,7 +180,8 @@ def run(threads: int | None = None, steps: int = 30, warmup: int = 5, chunk: int
     threads = common.job_threads(cfg, "train", threads)
     settings = study.train_settings(cfg, STRATEGY)
     if settings["loss"] != "ce":
-        raise SystemExit(f"training benchmark: the reference loop implements loss 'ce', config has {settings['loss']!r}")
+        raise SystemExit("training benchmark: the reference loop implements loss 'ce', "
+                         f"config has {settings['loss']!r}")
     common.set_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)  # as every training job runs
     rate = common.matmul_rate(threads)
@@ -201,7 +202,8 @@ def payload(cfg: dict[str, Any], settings: dict[str, Any], out: dict[str, Any], 
             threads: int, steps: int, warmup: int, chunk: int) -> dict[str, Any]:
     return {
         "benchmark": "training",
-        "description": "tokens/s (answer + question tokens) of anchormask.training.train.train_step (dynamic padding, logits "
+        "description": "tokens/s (answer + question tokens) of anchormask.training.train.train_step "
+                       "(dynamic padding, logits "
                        "at masked positions) vs a plain loop (fixed padding to L, full-vocabulary logits everywhere)",
         "job": {"strategy": STRATEGY, "targets": TARGETS, "size": cfg["train"]["default"]["size"],
                 "batch_size": settings["batch_size"], "seq_len": settings["seq_len"], "rank": settings["rank"],

@@ -48,7 +48,8 @@ def test_no_function_in_src_or_bench_is_over_the_limit_without_a_reason():
 
 
 def test_no_module_of_the_package_is_over_the_limit():
-    sizes = {str(p.relative_to(PACKAGE)): len(p.read_text(encoding="utf-8").splitlines()) for p in PACKAGE.rglob("*.py")}
+    sizes = {str(p.relative_to(PACKAGE)): len(p.read_text(encoding="utf-8").splitlines())
+             for p in PACKAGE.rglob("*.py")}
     assert len(sizes) > TOP_LEVEL_MODULES
     over = sorted(f"{name} ({n} lines)" for name, n in sizes.items() if n > MODULE_LIMIT)
     assert not over, f"modules over {MODULE_LIMIT} lines: {', '.join(over)}; split each by idea"
@@ -56,7 +57,8 @@ def test_no_module_of_the_package_is_over_the_limit():
 
 def test_the_package_top_level_holds_few_modules_and_every_subpackage_says_what_it_holds():
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert len(top) <= TOP_LEVEL_MODULES, f"{len(top)} modules at the top of src/anchormask: {top}; move some into a stage package"
+    assert len(top) <= TOP_LEVEL_MODULES, (f"{len(top)} modules at the top of src/anchormask: {top}; "
+                                           "move some into a stage package")
     for init in PACKAGE.glob("*/__init__.py"):
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
         assert doc, f"{init.relative_to(REPO)} has no docstring saying what the package holds"

@@ -154,7 +154,8 @@ def _check_pair_answers(path: str, pairs: list[dict[str, Any]], corpus_file: Pat
             raise fileio.InputError(f"{where}: field 'statement_id': {sid!r} is not an id of {corpus_file}; the answer "
                                 f"is statement {texts[pair['answer']]!r}")
         if sid is not None and ids[sid] != pair["answer"]:
-            raise fileio.InputError(f"{where}: field 'statement_id': {sid!r} has another text than the answer, which is "
+            raise fileio.InputError(f"{where}: field 'statement_id': {sid!r} has another text than the answer, "
+                                    "which is "
                                 f"statement {texts[pair['answer']]!r} of {corpus_file}; correct one of them")
 
 
@@ -260,7 +261,8 @@ def check_anchor_lengths(config: dict) -> tuple[list[Statement], str]:
     bad = [_anchor_problem(s, answer_len, positions, config_json) for s in statements if s.tokens > limit]
     if bad:
         shown = bad[:20] + ([f"... and {len(bad) - 20} more"] if len(bad) > 20 else [])
-        raise fileio.InputError(f"statements that cannot serve as an anchor (counted in {unit}):\n  " + "\n  ".join(shown))
+        raise fileio.InputError(f"statements that cannot serve as an anchor (counted in {unit}):\n  "
+                                + "\n  ".join(shown))
     return statements, unit
 
 

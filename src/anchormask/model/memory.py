@@ -178,7 +178,9 @@ def generation(shape: Shape, *, batch: int, width: int, masked: int | None = Non
     attention, mlp = 9 * d + 2 * shape.kv_width, 3 * d + (3 if shape.gated else 2) * f
     transient = tokens * dtype_bytes * max(attention, mlp)
     logits = sampler_entry_bytes(decoding) * masked * shape.vocab
-    kept = min(transient, _heap_kept(shape, tokens, dtype_bytes, 11, 3 if shape.gated else 2)) if dtype_bytes == 4 else 0
+    kept = 0
+    if dtype_bytes == 4:
+        kept = min(transient, _heap_kept(shape, tokens, dtype_bytes, 11, 3 if shape.gated else 2))
     return {"weights": dtype_bytes * shape.parameters, "heap": kept, "logits": logits,
             "layers": max(transient - kept - logits, 0)}  # peak: weights + max(layers' working set, heap + logits)
 

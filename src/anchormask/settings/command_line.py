@@ -144,7 +144,8 @@ def _configfile_problems(argv: Sequence[str], occ: Occurrence, cwd: Path) -> lis
         if not (cwd / name).is_file():
             hint = (f"; if {name} is a target (a rule name), write {occ.option}={files[0]} before it"
                     if i > 0 and not occ.attached else "")
-            problems.append(f"{occ.option} {name}: file not found (relative to {cwd.resolve()}); give the path of an existing "
+            problems.append(f"{occ.option} {name}: file not found (relative to {cwd.resolve()}); "
+                            "give the path of an existing "
                             f"YAML file, e.g. --configfile=config/seeds3.yaml{hint}")
     return problems
 
