@@ -1,4 +1,5 @@
-"""The documentation's references hold: what cites docs/protocol.md names one of its sections."""
+"""The documentation's references hold: what cites docs/protocol.md names one of its sections; the README
+stays short, names every docs page, and every relative link of the README and docs/ resolves."""
 
 import re
 
@@ -8,8 +9,8 @@ from helpers import REPO
 
 pytestmark = pytest.mark.unit
 
-CITATION = re.compile(r'docs/protocol\.md`?,\s+"([^"]+)"')
-CITING = ("README.md", "bench", "config", "src", "tests", "workflow")
+CITATION = re.compile(r'(?:docs/protocol\.md`?|\[protocol\.md\]\(protocol\.md\)),\s+"([^"]+)"')
+CITING = ("README.md", "docs", "bench", "config", "src", "tests", "workflow")
 
 
 def protocol_headings() -> set[str]:
@@ -44,3 +45,40 @@ def test_no_reference_to_a_protocol_outside_the_repository():
     stale = [str(f.relative_to(REPO)) for f in citing_files() if f.resolve() != this
              and re.search(r"PROTOCOL\b", f.read_text(errors="replace"))]
     assert stale == []
+
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def docs_pages() -> list:
+    return sorted((REPO / "docs").glob("*.md"))
+
+
+def test_readme_is_read_in_one_sitting():
+    assert len((REPO / "README.md").read_text().splitlines()) <= 200
+
+
+def test_readme_keeps_the_two_commands():
+    lines = (REPO / "README.md").read_text().splitlines()
+    assert "bash .ci/setup && .venv/bin/snakemake --cores 2" in lines
+    assert "bash .ci/setup && .venv/bin/pytest" in lines
+
+
+def test_readme_names_every_docs_page():
+    readme = (REPO / "README.md").read_text()
+    missing = [p.name for p in docs_pages() if f"docs/{p.name}" not in readme]
+    assert missing == []
+
+
+def test_every_relative_link_of_the_readme_and_docs_resolves():
+    files = [REPO / "README.md", *docs_pages(), REPO / "results" / "README.md",
+             REPO / "results" / "published" / "README.md"]
+    checked, broken = 0, []
+    for file in files:
+        for target in LINK.findall(file.read_text()):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                continue  # a URL, or an anchor on the same page
+            checked += 1
+            if not (file.parent / target.split("#")[0]).exists():
+                broken.append(f"{file.relative_to(REPO)}: {target}")
+    assert checked >= 10 and broken == []
