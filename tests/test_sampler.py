@@ -180,3 +180,14 @@ def test_batches_hold_prompts_of_similar_length_and_results_come_back_in_request
     settings = sampler.SamplerSettings(answer_len=6, steps=2, batch_size=2)
     alone = [sampler.generate(backbone, runtime, [r], settings)[0] for r in reqs]
     assert sampler.generate(backbone, runtime, reqs, settings) == alone
+
+
+def test_the_record_names_cfg_anchor_only_with_guidance():
+    """Without guidance cfg_anchor shapes no token: a record reads as before the key (the default study's
+    outputs unchanged); with it, the record says which reading wrote the tokens."""
+    assert "cfg_anchor" not in sampler.SamplerSettings().record()
+    assert sampler.SamplerSettings(cfg_scale=1.0).record()["cfg_anchor"] == "visible"
+    assert sampler.SamplerSettings(cfg_scale=0.5, cfg_anchor="masked").record()["cfg_anchor"] == "masked"
+    with pytest.raises(InputError, match="generation.cfg_anchor: .*set generation.cfg_scale > 0, or cfg_anchor: "
+                                         "visible"):
+        sampler.SamplerSettings(cfg_anchor="masked")
