@@ -13,7 +13,10 @@ task (position classes, which token ids may not be proposed).
   per step over the whole sequence, Gumbel noise in float64 (skipped at temperature 0, as in
   LLaDA), the float64 softmax over the full vocabulary at every position, confidence -inf
   outside the current block (the whole answer slot unless ``block_len`` is set), LLaDA's
-  transfer schedule, the k most confident committed.
+  transfer schedule, the k most confident committed. ``cfg_scale`` > 0 is generate.py's guidance:
+  the sequence and its unguided copy in one forward (``torch.cat``), un + (cfg_scale + 1)(cond - un),
+  the copy with the question masked and, under ``cfg_anchor="masked"``, the locked anchor too
+  (generate.py handed question + anchor as its prompt masks its whole prompt_index).
 """
 
 from __future__ import annotations
@@ -68,7 +71,8 @@ def num_transfer_tokens(masked: int, steps: int) -> list[int]:
 @torch.no_grad()
 def reference_generate(model, prompt_ids: list[int], anchor_ids: list[int], *, answer_len: int, steps: int,
                        mask_id: int, suppressed: list[int], temperature: float = 0.0, extra_masks: int = 0,
-                       block_len: int = 0, generator: torch.Generator | None = None) -> tuple[list[int], int]:
+                       block_len: int = 0, generator: torch.Generator | None = None, cfg_scale: float = 0.0,
+                       cfg_anchor: str = "visible") -> tuple[list[int], int]:
     """One query: the answer slot's token ids and the number of forward passes run.
 
     The anchor is locked as the project specifies (cut to answer_len - 1 tokens when it does
@@ -89,6 +93,8 @@ def reference_generate(model, prompt_ids: list[int], anchor_ids: list[int], *, a
     width = block_len or answer_len
     num_blocks = -(-answer_len // width)
     block_steps = max(1, steps // num_blocks)
+    unguided = torch.zeros_like(x, dtype=torch.bool)
+    unguided[:, :lo if cfg_anchor == "masked" else start] = True  # lo: the slot's first position after the anchor
     passes = 0
     for j in range(num_blocks):
         block_lo, block_hi = max(lo, start + j * width), min(hi, start + (j + 1) * width)
@@ -100,7 +106,12 @@ def reference_generate(model, prompt_ids: list[int], anchor_ids: list[int], *, a
             mask_index[:, block_hi:] = False                 # later blocks and the extra masks wait
             if not mask_index.any():
                 break
-            logits = model(input_ids=x).logits               # full forward, every position
+            if cfg_scale > 0:
+                un_x = x.masked_fill(unguided, mask_id)
+                logits, un_logits = torch.chunk(model(input_ids=torch.cat([x, un_x])).logits, 2)
+                logits = un_logits + (cfg_scale + 1) * (logits - un_logits)
+            else:
+                logits = model(input_ids=x).logits           # full forward, every position
             passes += 1
             logits[..., suppressed] = float("-inf")
             x0 = torch.argmax(add_gumbel_noise(logits, temperature, generator), dim=-1)

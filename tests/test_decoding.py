@@ -277,6 +277,123 @@ def test_threshold_decoding_with_the_end_token_rules(loaded, family, spec):
                           unconfident=(LLADA["eos"], LLADA["eot"]))
 
 
+class _Sharpen(torch.nn.Module):
+    def __init__(self, factor):
+        super().__init__()
+        self.factor = factor
+
+    def forward(self, logits):
+        return logits * self.factor
+
+
+@pytest.fixture(scope="module")
+def sharpened(tmp_path_factory):
+    """(backbone, runtime) of a family's tiny checkpoint, sharpened: its head's logits multiplied by 16, so
+    that the top probabilities of two positions (and a position's two best tokens) are far apart, not a
+    rounding apart, and the reference's full forward and the sampler's head at the masked positions order
+    them alike; every other linear layer's weights by 8, so that attention is peaked and what the unguided
+    row hides changes the predictions (at initialisation a tiny model barely reads its context)."""
+    cache = {}
+
+    def load(family):
+        if family in REMOTE and not remote_code_runs():
+            pytest.skip("remote code needs transformers 4.x (.venv-remote, envs/requirements-remote.txt)")
+        if family not in cache:
+            path = BUILDERS[family](tmp_path_factory.mktemp("sharpened") / family)
+            runtime = bb.pick_runtime("cpu")
+            backbone = bb.load_backbone(path, runtime=runtime, trust_remote_code=family in REMOTE)
+            assert backbone.head, f"{family}: no separable head to sharpen"
+            with torch.no_grad():
+                for name, module in backbone.model.named_modules():
+                    if isinstance(module, torch.nn.Linear) and not any(
+                            name == head or name.startswith(f"{head}.") for head in backbone.head):
+                        module.weight.mul_(8.0)
+            parent, _, leaf = backbone.head[-1].rpartition(".")
+            owner = backbone.model.get_submodule(parent) if parent else backbone.model
+            setattr(owner, leaf, torch.nn.Sequential(getattr(owner, leaf), _Sharpen(16.0)))
+            backbone.model.eval()
+            cache[family] = backbone, runtime
+        return cache[family]
+    return load
+
+
+GUIDED_QUESTIONS = [*QUESTIONS, "Where is the capital city?", "Which planet is the largest?",
+                    "What flows north of the sea?", "Which city is the largest?"]
+GUIDED_ANCHORS = [*ANCHORS, "the capital", "the largest planet of the sun", "the river flows", "the city"]
+
+
+def question_anchor_requests(backbone):
+    tok = backbone.tokenizer
+    return [sampler.Request(f"q{i}", layout.prompt_ids(tok, q, backbone.template), layout.anchor_ids(tok, a))
+            for i, (q, a) in enumerate(zip(GUIDED_QUESTIONS, GUIDED_ANCHORS))]
+
+
+@torch.no_grad()
+def generate_py_with_the_anchor_as_prompt(backbone, req, settings, never, anchor_in_unguided):
+    """LLaDA's generate() handed question + anchor as its prompt, one block of answer_len - |anchor|
+    positions, remasking low_confidence. Its guidance masks prompt_index, every prompt position, in the
+    unguided row (``anchor_in_unguided=False``); the other reading masks the question's positions only.
+    Gumbel noise (temperature > 0) is drawn at the masked positions from the query's stream, in the
+    sampler's order. Returns the tokens after the prompt."""
+    mask_id, g = backbone.ids.mask, generator_of(settings, req)
+    prompt = req.prompt_ids + req.anchor_ids
+    x = torch.tensor([prompt + [mask_id] * (settings.answer_len - len(req.anchor_ids))])
+    prompt_index = x[0] != mask_id
+    unguided = prompt_index if anchor_in_unguided else torch.arange(x.shape[1]) < len(req.prompt_ids)
+    n = int((~prompt_index).sum())
+    for quota in [n // settings.steps + (1 if i < n % settings.steps else 0) for i in range(settings.steps)]:
+        if quota == 0:
+            continue
+        mask_index = x[0] == mask_id
+        logits = full_logits(backbone, x)
+        if settings.cfg_scale > 0:
+            un_x = x.clone()
+            un_x[0, unguided] = mask_id
+            un = full_logits(backbone, un_x)
+            logits = un + (settings.cfg_scale + 1) * (logits - un)
+        logits[:, never] = -torch.inf
+        where = mask_index.nonzero().flatten()
+        if settings.temperature > 0:
+            u = torch.rand(len(where), logits.shape[1], generator=g).double()
+            x0 = (logits[where].double().exp() / (-torch.log(u)) ** settings.temperature).argmax(-1)
+        else:
+            x0 = logits[where].argmax(-1)
+        p = torch.softmax(logits[where], -1).gather(-1, x0[:, None]).squeeze(-1)
+        confidence = torch.full((x.shape[1],), -torch.inf)
+        confidence[where] = p
+        x0_full = x[0].clone()
+        x0_full[where] = x0
+        chosen = confidence.argsort(descending=True, stable=True)[:quota]
+        x[0, chosen] = x0_full[chosen]
+    return x[0, len(prompt):].tolist()
+
+
+@pytest.mark.parametrize("family", ["bert", "llada"])
+@pytest.mark.parametrize("cfg_anchor", ["visible", "masked"])
+@pytest.mark.parametrize("spec", [{"cfg_scale": 1.0}, {"cfg_scale": 0.5, "steps": 6},
+                                  {"cfg_scale": 1.0, "temperature": 1.0}])
+def test_cfg_anchor_writes_generate_py_s_tokens_handed_question_and_anchor(sharpened, family, cfg_anchor, spec):
+    """cfg_anchor: masked is generate.py's own reading (its prompt_index covers the anchor); visible, the
+    same loop with the anchor left in the unguided row."""
+    backbone, runtime = sharpened(family)
+    settings = settings_of({"answer_len": 12, **spec, "cfg_anchor": cfg_anchor})
+    never = decoding.suppressed_token_ids(backbone)
+    reqs = question_anchor_requests(backbone)
+    for req, res in zip(reqs, sampler.generate(backbone, runtime, reqs, settings)):
+        assert res.slot_ids[:res.locked] == req.anchor_ids
+        assert res.slot_ids[res.locked:] == generate_py_with_the_anchor_as_prompt(
+            backbone, req, settings, never, anchor_in_unguided=cfg_anchor == "masked")
+
+
+@pytest.mark.parametrize("family", ["bert", "llada"])
+def test_the_two_cfg_anchor_readings_write_different_tokens(sharpened, family):
+    backbone, runtime = sharpened(family)
+    reqs = question_anchor_requests(backbone)
+    slots = {anchor: [r.slot_ids for r in sampler.generate(backbone, runtime, reqs, settings_of(
+        {"answer_len": 12, "cfg_scale": 1.0, "cfg_anchor": anchor}))] for anchor in ("visible", "masked")}
+    assert slots["visible"] != slots["masked"]
+
+
 @pytest.mark.parametrize("family", ["bert", "dream"])
 @pytest.mark.parametrize("spec", [
     {"remasking": "low_confidence"}, {"remasking": "topk_margin"}, {"remasking": "entropy"},
@@ -396,6 +513,7 @@ def test_ids_beyond_the_tokenizer_are_never_proposed(tmp_path):
     ({"decoding": "threshold", "schedule": "dream"}, "schedule"),
     ({"alg_temp": 0.5, "remasking": "random"}, "alg_temp"),
     ({"confidence_eos_eot_inf": True, "remasking": "entropy"}, "confidence_eos_eot_inf"),
+    ({"cfg_anchor": "masked"}, "cfg_anchor"),
 ])
 def test_combinations_that_make_no_sense_are_refused_naming_the_key(spec, key):
     assert [k for k, _ in config.decoding_problems(spec)] == [key]

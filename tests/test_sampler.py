@@ -142,6 +142,25 @@ def test_reference_sampler_writes_the_project_samplers_tokens(tiny_backbone, ans
         assert any(r.anchor_truncated for r in results)
 
 
+@pytest.mark.parametrize("cfg_anchor", ["visible", "masked"])
+@pytest.mark.parametrize("answer_len,steps,block_len", [(16, 4, 0), (24, 6, 8)])
+def test_reference_sampler_with_guidance_writes_the_project_samplers_tokens(tiny_backbone, cfg_anchor, answer_len,
+                                                                             steps, block_len):
+    """bench/reference.py's generate.py guidance (one forward over the sequence and its unguided copy) under
+    each cfg_anchor reading. Measured on the embedded base (config.yaml's generation, cfg_scale 1.0): each
+    reading equals its reference on 63 of the 63 main queries, the other reading's on none."""
+    backbone, runtime = tiny_backbone
+    requests_ = requests(backbone)
+    settings = sampler.SamplerSettings(answer_len=answer_len, steps=steps, block_len=block_len, cfg_scale=1.0,
+                                       cfg_anchor=cfg_anchor)
+    suppressed = decoding.suppressed_token_ids(backbone)
+    for req, res in zip(requests_, sampler.generate(backbone, runtime, requests_, settings)):
+        assert (res.slot_ids, res.forward_passes) == reference_generate(
+            backbone.model, req.prompt_ids, req.anchor_ids, answer_len=answer_len, steps=steps,
+            mask_id=backbone.mask_token_id, suppressed=suppressed, block_len=block_len, cfg_scale=1.0,
+            cfg_anchor=cfg_anchor)
+
+
 @pytest.mark.parametrize("masked,steps", [(10, 4), (3, 8), (16, 16), (47, 16), (0, 4), (7, 1)])
 def test_schedule_is_llada_s_without_its_empty_steps(masked, steps):
     """LLaDA's quotas (masked // steps each, the remainder first) minus the steps that commit
@@ -180,3 +199,14 @@ def test_batches_hold_prompts_of_similar_length_and_results_come_back_in_request
     settings = sampler.SamplerSettings(answer_len=6, steps=2, batch_size=2)
     alone = [sampler.generate(backbone, runtime, [r], settings)[0] for r in reqs]
     assert sampler.generate(backbone, runtime, reqs, settings) == alone
+
+
+def test_the_record_names_cfg_anchor_only_with_guidance():
+    """Without guidance cfg_anchor shapes no token: a record reads as before the key (the default study's
+    outputs unchanged); with it, the record says which reading wrote the tokens."""
+    assert "cfg_anchor" not in sampler.SamplerSettings().record()
+    assert sampler.SamplerSettings(cfg_scale=1.0).record()["cfg_anchor"] == "visible"
+    assert sampler.SamplerSettings(cfg_scale=0.5, cfg_anchor="masked").record()["cfg_anchor"] == "masked"
+    with pytest.raises(InputError, match="generation.cfg_anchor: .*set generation.cfg_scale > 0, or cfg_anchor: "
+                                         "visible"):
+        sampler.SamplerSettings(cfg_anchor="masked")

@@ -10,9 +10,11 @@ family whose own sampler each comes from):
   ``decoding: threshold`` (Fast-dLLM) commits every prediction whose confidence reaches the
   threshold, at least the most confident one, until no masked position is left.
 * the logits: ``cfg_scale`` > 0 adds LLaDA's unsupervised classifier-free guidance (a second
-  forward with the prompt masked); ids the sampler never proposes get -inf: the special tokens
-  other than the answer's end, every id the tokenizer cannot decode (an embedding padded
-  beyond the tokenizer, as Dream-7B's), and EOS under ``logits_eos_inf``.
+  forward with the prompt masked, and the locked anchor as well under ``cfg_anchor: masked``,
+  LLaDA's generate.py handed question + anchor as its prompt); ids the sampler never proposes
+  get -inf: the special tokens other than the answer's end, every id the tokenizer cannot
+  decode (an embedding padded beyond the tokenizer, as Dream-7B's), and EOS under
+  ``logits_eos_inf``.
 * the token: argmax at temperature 0, else a Gumbel-max draw from logits / temperature, after
   Dream's ``top_p`` and ``top_k`` filters.
 * which to commit (``remasking``): ``low_confidence`` the most probable (LLaDA's; Dream's

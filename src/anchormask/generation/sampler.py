@@ -61,6 +61,7 @@ class SamplerSettings:
     top_p: float = _default("top_p")
     top_k: int = _default("top_k")
     cfg_scale: float = _default("cfg_scale")
+    cfg_anchor: str = _default("cfg_anchor")
     logits_eos_inf: bool = _default("logits_eos_inf")
     confidence_eos_eot_inf: bool = _default("confidence_eos_eot_inf")
     long_anchor: str = _default("long_anchor")
@@ -92,9 +93,11 @@ class SamplerSettings:
         return cls(**{k: spec[k] for k in cls.__dataclass_fields__ if k in spec})
 
     def record(self) -> dict[str, Any]:
-        """The settings a JSONL record carries (everything that shapes the tokens but the seed)."""
+        """The settings a JSONL record carries (everything that shapes the tokens but the seed);
+        ``cfg_anchor`` only with guidance on (cfg_scale > 0), the one case it shapes them, so that a
+        record without guidance reads as it did before the key."""
         return {k: getattr(self, k) for k in self.__dataclass_fields__
-                if k not in ("long_anchor", "batch_size", "seed")}
+                if k not in ("long_anchor", "batch_size", "seed") and (k != "cfg_anchor" or self.cfg_scale > 0)}
 
 
 @dataclass(frozen=True)
@@ -212,7 +215,8 @@ def _generate_batch(backbone: Backbone, runtime: Runtime, vocabulary: decoding.V
             passes += active.any(1).long()
             rows, cols = active.nonzero(as_tuple=True)
             with watch or contextlib.nullcontext():
-                logits = _logits(backbone, runtime, vocabulary, ids, attention, starts, rows, cols, settings)
+                logits = _logits(backbone, runtime, vocabulary, ids, attention, starts, locked, rows, cols,
+                                 settings)
             tokens, confidence = (t.cpu() for t in decoding.propose(logits, settings, vocabulary, generators, rows))
             commit = decoding.choose(confidence, rows, plan, block_step, block.sum(1), settings, generators)
             ids[rows[commit], cols[commit]] = tokens[commit]
@@ -275,17 +279,24 @@ def _blocks(settings: SamplerSettings, masked: torch.Tensor, starts: torch.Tenso
 
 
 def _logits(backbone: Backbone, runtime: Runtime, vocabulary: decoding.Vocabulary, ids: torch.Tensor,
-            attention: torch.Tensor, starts: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
-            settings: SamplerSettings) -> torch.Tensor:
+            attention: torch.Tensor, starts: torch.Tensor, locked: torch.Tensor, rows: torch.Tensor,
+            cols: torch.Tensor, settings: SamplerSettings) -> torch.Tensor:
     """[M, V] float32 logits at the masked positions (rows, cols), guided, never-proposed ids at -inf."""
     attention = attention.to(runtime.device)
     with runtime.autocast():
         logits = backbone.logits_at(ids.to(runtime.device), attention, rows, cols).float()
         if settings.cfg_scale > 0:
-            # LLaDA's unsupervised guidance: the same sequence with every prompt position masked.
-            prompt = torch.arange(ids.shape[1])[None, :] < starts[:, None]
-            unprompted = ids.masked_fill(prompt, backbone.ids.mask)
+            # LLaDA's unsupervised guidance: the same sequence with every prompt position masked, and
+            # with cfg_anchor: masked the locked anchor's too (generate.py handed question + anchor).
+            unprompted = ids.masked_fill(_unguided(starts, locked, ids.shape[1], settings), backbone.ids.mask)
             un = backbone.logits_at(unprompted.to(runtime.device), attention, rows, cols).float()
             logits = un + (settings.cfg_scale + 1) * (logits - un)
     return logits.masked_fill_(vocabulary.never, float("-inf"))
 
+
+
+def _unguided(starts: torch.Tensor, locked: torch.Tensor, width: int, settings: SamplerSettings) -> torch.Tensor:
+    """[B, width] the positions the unguided forward masks: each row's prompt, and its locked anchor
+    under ``cfg_anchor: masked``."""
+    end = starts + locked if settings.cfg_anchor == "masked" else starts
+    return torch.arange(width)[None, :] < end[:, None]

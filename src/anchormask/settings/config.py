@@ -187,6 +187,10 @@ def decoding_problems(generation: dict[str, Any]) -> list[tuple[str, str]]:
         problems.append(("confidence_eos_eot_inf", f"LLaDA's rule zeroes the end-of-turn token's probability in "
                          f"low_confidence's confidence; remasking: {remasking} has none; set it false or "
                          "remasking: low_confidence"))
+    if get("cfg_anchor") == "masked" and not get("cfg_scale") > 0:
+        problems.append(("cfg_anchor", "masked masks the locked anchor in the unguided forward of classifier-free "
+                         "guidance, which cfg_scale: 0 does not run; set generation.cfg_scale > 0, or "
+                         "cfg_anchor: visible"))
     return problems
 
 
