@@ -1,8 +1,8 @@
 """What one denoising step decides: which ids may be proposed, how many positions to commit,
 the token and its confidence at each, and which are committed (``sampler`` runs the steps).
 
-In the order the sampler runs them (README "Our reading" has the table of options and the
-family whose own sampler each comes from):
+In the order the sampler runs them (docs/real-bases.md, "Decoding options", has the table of
+options and the family whose own sampler each comes from):
 
 * how many to commit: ``schedule: even`` (LLaDA) splits the masked count evenly over the
   steps, the remainder to the first; ``schedule: dream`` moves from time t to s on

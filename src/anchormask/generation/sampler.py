@@ -7,8 +7,8 @@ committed; the rest stay masked. Locked positions are never in the masked set, s
 is preserved by construction, identically for every arm. The k extra masks (the mask-count
 probe) stay masked throughout: they change the context, not the length of the answer.
 
-One step (``decoding`` holds what it decides, option by option; README "Our reading" has the
-table of options and the family whose own sampler each comes from): the model predicts every
+One step (``decoding`` holds what it decides, option by option; docs/real-bases.md, "Decoding
+options", has the table of options and the family whose own sampler each comes from): the model predicts every
 masked position of the current block, ``decoding.propose`` gives each a token and a confidence,
 ``decoding.choose`` picks the positions to commit.
 

@@ -28,7 +28,7 @@ from anchormask.fileio import InputError
 
 CONFIG = ("--config", "-C")
 CONFIGFILE = ("--configfile", "--configfiles")
-# What the workflow writes (README "Outputs"); a config file is none of these.
+# What the workflow writes (docs/layout.md, "Outputs"); a config file is none of these.
 TARGET_SUFFIXES = (".jsonl", ".md", ".pdf", ".png", ".html", ".parquet", ".tsv", ".log")
 RESULTS = "results"
 KEY = re.compile(r"[a-zA-Z_][\w-]*\w$")  # Snakemake's rule for a --config key (snakemake/cli.py)
