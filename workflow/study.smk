@@ -8,7 +8,7 @@ include: "rules/common.smk"
 
 wildcard_constraints:
     strategy="|".join(study.STRATEGIES),
-    targets="|".join(study.TARGETS),
+    targets="|".join(study.LORA_TARGETS),
     size=r"[0-9]+",
     steps=r"[0-9]+",
     seed=r"[0-9]+",

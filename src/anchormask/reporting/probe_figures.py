@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from anchormask.probes.attention import TARGETS
+from anchormask.probes.attention import ATTENDED_SPANS
 from anchormask.model.families import KINDS
 from anchormask.probes.lora import lora_share_table
 from anchormask.reporting.arms import ARM_ORDER, base_arm, order_arms
@@ -27,10 +27,10 @@ def attention_figure(df: pd.DataFrame, pdf_path, png_path) -> None:
     strategies = df.groupby("arm")["strategy"].first().to_dict()
     base = base_arm(arms, strategies)
     layers, heads = int(df["layer"].max()) + 1, int(df["head"].max()) + 1
-    grid = {(a, t): _matrix(df, a, t, layers, heads) for a in arms for t in TARGETS}
+    grid = {(a, t): _matrix(df, a, t, layers, heads) for a in arms for t in ATTENDED_SPANS}
     others = [a for a in arms if a != base]
     row_specs = []
-    for target in TARGETS:
+    for target in ATTENDED_SPANS:
         row_specs.append((target, False))
         if base is not None and others:
             row_specs.append((target, True))

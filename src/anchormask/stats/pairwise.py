@@ -28,7 +28,7 @@ from anchormask.fileio import InputError
 from anchormask.stats.signflip import PERMUTATION_STREAM, holm, sign_flip_pvalues
 
 PERMUTATIONS = schemas.default(("statistics", "permutations"))  # the random sign patterns when N > 16
-log = logging.getLogger("anchormask.bootstrap")  # the name the statistics jobs' logs have always used
+log = logging.getLogger(__name__)
 
 RESULT_KEYS = ("n", "seeds", "mean_a", "mean_b", "ratio", "ratio_lo", "ratio_hi", "diff", "diff_lo", "diff_hi",
                "p_a_gt_b", "zero_b_resamples", "p_perm", "perm_exact")
