@@ -214,7 +214,8 @@ def sweep_table():
 
 
 def test_run_sweep_compares_anchor_with_random_per_point():
-    out = pairwise.run_sweep(sweep_table(), 500, 0.95, 1, report={"72x100": "1.97-2.19x", "999x1": "x"})
+    out = pairwise.run_sweep(sweep_table(), 500, 0.95, 1, report={"72x100": "1.97-2.19x", "999x1": "x"},
+                             strategies=["anchor", "random"])
     assert list(out["point"]) == ["72x100", "72x1000", "144x100", "144x1000"]
     assert list(out["ratio"]) == pytest.approx([2.0, 1.5, 2.1, 1.1])
     assert list(out["ratio_lo"]) == pytest.approx([2.0, 1.5, 2.1, 1.1])
@@ -223,11 +224,29 @@ def test_run_sweep_compares_anchor_with_random_per_point():
     assert out["report"].tolist() == ["1.97-2.19x", None, None, None]
 
 
+def test_run_sweep_compares_the_first_strategy_with_each_other():
+    df = sweep_table()
+    reverse = df[df["strategy"] == "random"].assign(strategy="reverse", overlap=lambda d: d["overlap"] * 0.5,
+                                                     arm=lambda d: d["arm"].str.replace("random", "reverse"))
+    two = pairwise.run_sweep(df, 300, 0.95, 1, report={"72x100": "2x"}, strategies=["anchor", "random"])
+    three = pairwise.run_sweep(pd.concat([df, reverse]), 300, 0.95, 1, report={"72x100": "2x"},
+                               strategies=["anchor", "random", "reverse"])
+    assert list(three["point"]) == [p for p in two["point"] for _ in (0, 1)]
+    assert [b.split(":")[1].split("_")[0] for b in three["b"]] == ["random", "reverse"] * len(two)
+    vs_random = three.iloc[::2].reset_index(drop=True)
+    same = [c for c in two.columns if c not in ("p_holm", "family")]  # Holm's family is every row
+    pd.testing.assert_frame_equal(vs_random[same], two[same])
+    assert list(three.iloc[1::2]["ratio"]) == pytest.approx([4.0, 3.0, 4.2, 2.2])
+    assert three["report"].tolist()[:2] == ["2x", None] and (three["family"] == 8).all()
+    with pytest.raises(InputError, match="give at least two"):
+        pairwise.run_sweep(df, 100, 0.95, 1, strategies=["anchor"])
+
+
 def test_run_sweep_needs_both_strategies():
     df = sweep_table()
     df = df[~((df["strategy"] == "random") & (df["train_steps"] == 1000) & (df["train_size"] == 72))]
     with pytest.raises(InputError, match="72x1000: expected one 'random' arm"):
-        pairwise.run_sweep(df, 100, 0.95, 1)
+        pairwise.run_sweep(df, 100, 0.95, 1, strategies=["anchor", "random"])
 
 
 # --------------------------------------------------------------------------- two levels: seeds and queries

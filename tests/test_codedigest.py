@@ -3,6 +3,7 @@
 
 import pytest
 
+from anchormask.fileio import InputError
 from anchormask.repro import codedigest
 from helpers import REPO
 
@@ -81,16 +82,32 @@ def test_closures_of_the_real_scripts_hold_the_modules_the_old_lists_missed():
     assert not {"probes", "probes.attention", "reporting.figures", "model.backbone"} & set(summary)  # tables, not probe code
 
 
-def test_every_rule_carries_its_own_scripts_digest():
-    """The Snakefile checks this at DAG build; here the rule files are read as text."""
+def test_every_rule_carries_its_own_scripts_digest(tmp_path):
+    """A rule names its script once (`script:`); add_code_params, run when the DAG is built, gives it
+    that script's digest as params.code and refuses a code param that is anything else."""
     import re
 
     for smk in (REPO / "workflow" / "rules").glob("*.smk"):
-        for block in re.split(r"(?m)^(?=rule \w+:)", smk.read_text())[1:]:
+        for block in re.split(r"(?m)^(?=\s*rule \w+:)", smk.read_text())[1:]:
             script = re.search(r'script:\n\s+"\.\./scripts/(\w+\.py)"', block)
             if script:
-                assert f'code=code_digest_of("{script.group(1)}")' in block, (smk.name, block.splitlines()[0])
+                assert "code=" not in block, (smk.name, block.splitlines()[0])
                 assert (SCRIPTS / script.group(1)).is_file()
+
+    class Rule:
+        def __init__(self, name, script, params):
+            self.name, self.script, self.params = name, script, params
+
+        def set_params(self, **params):
+            self.params.update(params)
+
+    pkg, script = write_package(tmp_path, {"__init__.py": "", "a.py": "X = 1\n"}, "from anchormask import a\n")
+    rules = [Rule("runs", "../scripts/script.py", {"other": "1"}), Rule("shell", None, {}),
+             Rule("again", "../scripts/script.py", {"code": digest(script, pkg)})]
+    codedigest.add_code_params(rules, tmp_path, pkg)
+    assert [r.params for r in rules] == [{"other": "1", "code": digest(script, pkg)}, {}, {"code": digest(script, pkg)}]
+    with pytest.raises(InputError, match="rule wrong: params.code is not the digest of script.py"):
+        codedigest.add_code_params([Rule("wrong", "../scripts/script.py", {"code": "by hand"})], tmp_path, pkg)
 
 
 def test_closure_follows_subpackages_their_init_and_relative_imports(tmp_path):

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from anchormask.model import adapters, modeljob
 from anchormask.generation import arm_answers, sampler
@@ -17,6 +18,8 @@ from anchormask.probes import attention, lora, maskcount
 from anchormask.reporting import probe_figures, probe_markdown
 from anchormask.fileio import InputError
 from helpers import REPO, assert_one_pass_probe_equals_two_passes, cpu_base
+
+ARM_ORDER = list(yaml.safe_load((REPO / "config.yaml").read_text())["arms"])  # the default study's arms
 
 pytestmark = pytest.mark.unit
 
@@ -106,7 +109,8 @@ def test_attention_probe_on_a_tiny_model_gives_probabilities(tiny_model_dir, law
     back = tables.read_parquet(tmp_path / "a.parquet")
     assert back["mass"].tolist() == df["mass"].tolist()
     twin = df.assign(arm="anchor", strategy="anchor", targets="full", mass=df["mass"] * 0.5)
-    probe_figures.attention_figure(pd.concat([df, twin], ignore_index=True), tmp_path / "a.pdf", tmp_path / "a.png")
+    probe_figures.attention_figure(pd.concat([df, twin], ignore_index=True), tmp_path / "a.pdf", tmp_path / "a.png",
+                                   arm_order=ARM_ORDER)
     assert (tmp_path / "a.png").stat().st_size > 1000
 
 
@@ -135,9 +139,9 @@ def test_attention_probe_states_unavailability_instead_of_failing(tiny_model_dir
     tables.write_parquet(df, tmp_path / "a.parquet", attention.ATTENTION_SCHEMA)
     back = tables.read_parquet(tmp_path / "a.parquet")
     assert back.attrs["anchormask"]["not_available"]["base"].startswith("no probabilities")
-    probe_figures.attention_figure(back, tmp_path / "a.pdf", tmp_path / "a.png")
+    probe_figures.attention_figure(back, tmp_path / "a.pdf", tmp_path / "a.png", arm_order=ARM_ORDER)
     assert (tmp_path / "a.png").stat().st_size > 1000
-    text = probe_markdown.summary_markdown(None, back, None, None, {}, PATHS)
+    text = probe_markdown.summary_markdown(None, back, None, None, {}, PATHS, arm_order=ARM_ORDER)
     assert "not available for this model" in text
 
 
@@ -181,7 +185,7 @@ def test_lora_norms_and_shares_from_known_matrices(tmp_path):
         assert shares.loc[kind, "share"] == pytest.approx(sq / total, rel=1e-5)
         assert shares.loc[kind, "fro_norm"] == pytest.approx(np.sqrt(sq), rel=1e-5)
     assert shares["share"].sum() == pytest.approx(1.0) and "k" not in shares.index
-    probe_figures.lora_figure(layers, tmp_path / "l.pdf", tmp_path / "l.png")
+    probe_figures.lora_figure(layers, tmp_path / "l.pdf", tmp_path / "l.png", arm_order=ARM_ORDER)
     assert (tmp_path / "l.png").stat().st_size > 1000
 
 
@@ -253,11 +257,13 @@ PATHS = {
 
 
 def test_summary_names_reverse_vs_random_and_the_ablation_figure():
-    comp = pd.DataFrame([{"name": "heldout_reverse_vs_random", "selector": "held_out", "n": 12, "a": "reverse",
+    comp = pd.DataFrame([{"name": "heldout_reverse_vs_random", "selector": "split=held_out", "n": 12, "a": "reverse",
                           "b": "random", "mean_a": 0.2, "mean_b": 0.25, "diff": -0.05, "diff_lo": -0.08,
                           "diff_hi": -0.01, "ratio": 0.8, "ratio_lo": 0.7, "ratio_hi": 0.95, "p_a_gt_b": 0.01,
                           "report": "diff -0.038, P(a>b) = 0.006"}])
-    text = probe_markdown.summary_markdown(comp, None, None, None, {"reverse": {"targets": "full"}}, PATHS)
+    text = probe_markdown.summary_markdown(comp, None, None, None, {"reverse": {"strategy": "reverse", "targets": "full"},
+                                                                "random": {"strategy": "random", "targets": "full"}},
+                                           PATHS, arm_order=ARM_ORDER)
     assert "heldout_reverse_vs_random" in text and "diff -0.050" in text
     assert "results/figures/ablation.pdf" in text
 
@@ -274,7 +280,7 @@ def test_summary_headlines_have_one_line_per_probe():
                         for t, m in (("prefix", 0.5), ("anchor", base))])
     shares = pd.DataFrame([{"arm": "anchor", "targets": "full", "kind": k, "share": v, "fro_norm": 1.0}
                          for k, v in zip("qkvo", (0.1, 0.2, 0.3, 0.4))])
-    text = probe_markdown.summary_markdown(None, att, shares, None, {}, PATHS)
+    text = probe_markdown.summary_markdown(None, att, shares, None, {}, PATHS, arm_order=ARM_ORDER)
     head = text.split("## Headlines (one line per probe)")[1].split("## 1.")[0]
     bullets = [line for line in head.splitlines() if line.startswith("- ")]
     assert len(bullets) == 5

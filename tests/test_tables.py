@@ -197,7 +197,8 @@ def stats_frames():
         {"name": "heldout_anchor_vs_base", "a": "anchor", "b": "base", "split": "held_out"}], 500, 0.95, 3)
     sweep_rows = [dict(r, arm=f"sweep:{r['strategy']}_n72_s{k}", train_size=72, train_steps=k)
                   for k in (100, 1000) for r in rows if r["strategy"]]
-    sweep = pairwise.run_sweep(pd.DataFrame(sweep_rows), 500, 0.95, 3, report={"72x100": "1.97-2.19x at 100 steps"})
+    sweep = pairwise.run_sweep(pd.DataFrame(sweep_rows), 500, 0.95, 3, report={"72x100": "1.97-2.19x at 100 steps"},
+                               strategies=["anchor", "random"])
     return comps, sweep
 
 
@@ -314,7 +315,7 @@ def test_scripts_aggregate_statistics_headline(tmp_path, gen_file):
     tables.write_parquet(sweep_df, sweep_table, tables.GENERATIONS_SCHEMA)
     sweep_stats = tmp_path / "stats" / "sweep.parquet"
     run_script("statistics.py", input=Named([str(sweep_table)]), output=Named([str(sweep_stats)]),
-               params=Named(kind="sweep", tables=canonical_json([{"table": "sweep", "metric": "overlap", "query_set": "main"}]),
+               params=Named(kind="sweep", strategies=canonical_json(["anchor", "random"]), tables=canonical_json([{"table": "sweep", "metric": "overlap", "query_set": "main"}]),
                             settings=canonical_json({"resamples": 200, "permutations": 100, "confidence": 0.9,
                                                      "seed": 1, "sweep_report": {"72x100": "2x"}})),
                log=Named([str(tmp_path / "sweep.log")]))

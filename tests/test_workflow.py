@@ -197,11 +197,11 @@ def test_answer_slot_longer_than_the_base_allows_stops_the_dag_build(repo):
 def test_editing_a_rules_code_param_by_hand_is_refused(tmp_path):
     broken = copy_repo(tmp_path)
     rules = broken / "workflow" / "rules" / "base.smk"
-    rules.write_text(rules.read_text().replace('code=code_digest_of("verify_base.py")',
-                                               'code=code_digest_of("retrieve.py")'))
+    rules.write_text(rules.read_text().replace("        base=as_json(base_record()),\n",
+                                               "        base=as_json(base_record()),\n        code=\"by hand\",\n", 1))
     proc = snakemake(broken, "-n", check=False)
     assert proc.returncode != 0
-    assert "params.code of verify_base must be code_digest_of('verify_base.py')" in proc.stdout + proc.stderr
+    assert "rule verify_base: params.code is not the digest of verify_base.py" in proc.stdout + proc.stderr
 
 
 def test_logging_cadence_is_not_part_of_an_adapters_identity(tmp_path):

@@ -8,7 +8,7 @@ include: "rules/common.smk"
 
 wildcard_constraints:
     strategy="|".join(study.STRATEGIES),
-    targets="|".join(study.TARGETS),
+    targets="|".join(study.LORA_TARGETS),
     size=r"[0-9]+",
     steps=r"[0-9]+",
     seed=r"[0-9]+",
@@ -31,5 +31,6 @@ include: "rules/report.smk"
 if BASE_STUDY is not None:
     BASE_STUDY.targets.extend(flat_targets())
 
-# After every rule is defined: each rule's `code` param is its own script's import-closure digest.
-check_code_params()
+# After every rule is defined: each rule that runs a script gets its `code` param, the import-closure
+# digest of that script (anchormask.repro.codedigest.add_code_params), so no rule names its script twice.
+codedigest.add_code_params(workflow.rules, SCRIPTS, PACKAGE)

@@ -18,7 +18,6 @@ rule aggregate:
         "results/tables/generations.parquet",
     params:
         domains=as_json(DOMAINS),
-        code=code_digest_of("aggregate.py"),
     log:
         "results/logs/aggregate.log",
     benchmark:
@@ -40,7 +39,6 @@ rule aggregate_sweep:
         "results/tables/sweep.parquet",
     params:
         domains=as_json(DOMAINS),
-        code=code_digest_of("aggregate.py"),
     log:
         "results/logs/aggregate_sweep.log",
     benchmark:
@@ -63,7 +61,6 @@ rule statistics:
         kind="comparisons",
         tables=as_json([{"table": name, **spec} for name, spec in COMPARISON_TABLES.items()]),
         settings=statistics_settings("comparisons"),
-        code=code_digest_of("statistics.py"),
     log:
         "results/logs/statistics.log",
     benchmark:
@@ -86,7 +83,7 @@ rule statistics_sweep:
         kind="sweep",
         tables=as_json([{"table": "sweep", "metric": "overlap", "query_set": "main"}]),
         settings=statistics_settings("sweep"),
-        code=code_digest_of("statistics.py"),
+        strategies=as_json(config["sweep"]["strategies"]),  # the first against each of the others
     log:
         "results/logs/statistics_sweep.log",
     benchmark:
@@ -117,7 +114,6 @@ rule headline:
     params:
         base=as_json({"path": BASE["path"], "sha256": BASE["sha256"]}),
         comparisons=as_json(config["statistics"]["comparisons"]),
-        code=code_digest_of("headline.py"),
     log:
         "results/logs/headline.log",
     benchmark:
@@ -144,7 +140,6 @@ rule samples:
         ),
     params:
         settings=as_json({"arms": ARMS, "domains": DOMAINS, "per_domain": config["report"]["samples_per_domain"]}),
-        code=code_digest_of("samples.py"),
     log:
         "results/logs/samples.log",
     benchmark:

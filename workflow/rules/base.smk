@@ -9,7 +9,6 @@ rule verify_base:
         "results/base/verified.json",
     params:
         base=as_json(base_record()),
-        code=code_digest_of("verify_base.py"),
     log:
         "results/logs/verify_base.log",
     benchmark:
@@ -37,7 +36,6 @@ rule pretrain_text:
     params:
         # only the keys the text depends on: extending training must not rebuild the text
         text=as_json(pretrain_text_settings()),
-        code=code_digest_of("pretrain_text.py"),
     log:
         "results/logs/pretrain_text.log",
     benchmark:
@@ -60,7 +58,6 @@ rule pretrain_base:
         checkpoint=directory(local("results/pretrain/base")),
     params:
         state_dir="results/pretrain/state",
-        code=code_digest_of("pretrain_base.py"),
     log:
         "results/logs/pretrain_base.log",
     benchmark:
@@ -89,7 +86,6 @@ rule evaluate_base:
     params:
         base=as_json(base_record()),
         settings=as_json({k: config[k] for k in ("data", "retrieval", "generation", "base_eval")}),
-        code=code_digest_of("evaluate_base.py"),
     log:
         "results/logs/evaluate_base.log",
     benchmark:

@@ -35,7 +35,6 @@ rule compare_bases:
                                         "evaluation": base_evaluation(b)} for b in BASE_STUDIES]),
         settings=study_io.canonical_json({k: config["statistics"][k]
                                           for k in ("resamples", "permutations", "confidence", "seed")}),
-        code=code_digest_of("compare_bases.py"),
     log:
         "results/logs/compare_bases.log",
     benchmark:
@@ -56,8 +55,6 @@ rule bases_figure:
     output:
         pdf="results/figures/bases.pdf",
         png=report("results/figures/bases.png", caption="../report/bases_figure.rst", category="0. Across bases"),
-    params:
-        code=code_digest_of("bases_figure.py"),
     log:
         "results/logs/bases_figure.log",
     benchmark:
@@ -81,7 +78,6 @@ rule bases_paper:
         report("results/report/paper.html", caption="../report/bases_paper.rst", category="0. Across bases"),
     params:
         bases=[b.name for b in BASE_STUDIES],
-        code=code_digest_of("bases_paper.py"),
     log:
         "results/logs/bases_paper.log",
     benchmark:
@@ -93,3 +89,8 @@ rule bases_paper:
         "../../envs/anchormask.yaml"
     script:
         "../scripts/bases_paper.py"
+
+
+# The rules across bases get their `code` param as the study's rules do (workflow/study.smk).
+codedigest.add_code_params(workflow.rules, Path(workflow.basedir) / "workflow" / "scripts",
+                           Path(workflow.basedir) / "src" / "anchormask")

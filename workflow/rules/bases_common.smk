@@ -42,12 +42,6 @@ def base_output(base, rule):
     return getattr(rules, base.rule(rule)).output
 
 
-def code_digest_of(script):
-    """The `code` param of the rules across bases, their script's import-closure digest (as in common.smk)."""
-    return codedigest.script_code_digest(Path(workflow.basedir) / "workflow" / "scripts" / script,
-                                         Path(workflow.basedir) / "src" / "anchormask")
-
-
 def base_evaluation(base):
     """A base's evaluation JSON where its report includes one (report.base_evaluation), else None."""
     return base_output(base, "evaluate_base").json if base.config["report"]["base_evaluation"] else None

@@ -64,25 +64,6 @@ def in_results(path):
     return path if BASE_STUDY is None else BASE_STUDY.in_results(path)
 
 
-def code_digest_of(script):
-    """The `code` param of the rules that run workflow/scripts/<script>, the SHA-256 of the package modules
-    in the script's import closure (anchormask.repro.codedigest).
-
-    Snakemake's code trigger sees only the script file, so every job carries this digest in its
-    params; editing a module reruns exactly the jobs whose scripts import it, directly or not.
-    """
-    return codedigest.script_code_digest(SCRIPTS / script, PACKAGE)
-
-
-def check_code_params():
-    """Every rule that runs a script carries that script's digest as its `code` param (called at the
-    end of the Snakefile): a rule whose param names another script's closure would miss edits."""
-    wrong = [f"params.code of {r.name} must be code_digest_of({Path(r.script).name!r})" for r in workflow.rules
-             if r.script and r.params.get("code") != code_digest_of(Path(r.script).name)]
-    if wrong:
-        raise study_io.InputError("workflow/rules/*.smk: " + "; ".join(wrong))
-
-
 def as_json(obj):
     """Params travel as canonical JSON text: Snakemake compares params by their repr."""
     return study_io.canonical_json(obj)

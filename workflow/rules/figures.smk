@@ -16,7 +16,7 @@ rule figure:
     params:
         which="{figure}",
         settings=as_json(bootstrap_settings()),
-        code=code_digest_of("figure.py"),
+        arm_order=as_json(ARMS),
     log:
         "results/logs/figure/{figure}.log",
     benchmark:

@@ -14,7 +14,6 @@ rule retrieve:
             "split": study.split_of(config, wc.domain),
             "max_queries": config["data"].get("max_queries_per_domain"),
         }),
-        code=code_digest_of("retrieve.py"),
     log:
         "results/logs/retrieve/{query_set}/{domain}.log",
     benchmark:
@@ -40,7 +39,6 @@ rule generate_arm:
         arm=lambda wc: as_json({"arm": wc.arm, **config["arms"][wc.arm]}),
         sampler=as_json(config["generation"]),
         base=as_json(base_record()),
-        code=code_digest_of("generate.py"),
     log:
         "results/logs/generate/{arm}.log",
     benchmark:
@@ -68,7 +66,6 @@ rule generate_sweep:
                                 "strategy": wc.strategy, "targets": "full"}),
         sampler=as_json(config["generation"]),
         base=as_json(base_record()),
-        code=code_digest_of("generate.py"),
     log:
         "results/logs/generate/sweep_{strategy}_n{size}_s{steps}.log",
     benchmark:
@@ -90,8 +87,6 @@ rule gather_generations:
         expand(rules.generate_arm.output[0], arm=ARMS),
     output:
         "results/generations/all.jsonl",
-    params:
-        code=code_digest_of("gather.py"),
     log:
         "results/logs/gather_generations.log",
     benchmark:

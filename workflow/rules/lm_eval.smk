@@ -39,7 +39,6 @@ if LM_EVAL_TASKS:
             lm_eval=as_json(LM_EVAL_OPTIONS),
             sampler=as_json(config["generation"]),
             base=as_json(base_record()),
-            code=code_digest_of("lm_eval.py"),
         log:
             "results/logs/lm_eval/{arm}_{run}_{task}.log",
         benchmark:
@@ -64,7 +63,6 @@ if LM_EVAL_TASKS:
             table="results/tables/lm_eval.parquet",
         params:
             runs=as_json([{**LM_EVAL_WHO[(a, run)], "task": t} for a, run, t in LM_EVAL_JOBS]),
-            code=code_digest_of("lm_eval_table.py"),
         log:
             "results/logs/lm_eval/table.log",
         benchmark:
@@ -83,8 +81,6 @@ if LM_EVAL_TASKS:
         output:
             pdf="results/figures/lm_eval.pdf",
             png=report("results/figures/lm_eval.png", caption="../report/lm_eval.rst", category="6. Benchmarks"),
-        params:
-            code=code_digest_of("lm_eval_figure.py"),
         log:
             "results/logs/lm_eval/figure.log",
         benchmark:

@@ -12,7 +12,9 @@ if not CONFIG_LAYERS.sets(("probes", "attention_arms")):
     # The schema's default names the default study's arms: a config without some of them probes the rest.
     ATTENTION_ARMS = [a for a in ATTENTION_ARMS if a in ARMS]
 MASKCOUNT_K = sorted(set(int(k) for k in PROBES["maskcount_k"]))
-MASKCOUNT_ARMS = [a for a in ("base", "anchor", "random") if a in ARMS]
+# The mask-count probe's arms: the base and the full-target anchor and random arms, whatever config arms names them.
+MASKCOUNT_ARMS = [a for a in ARMS if (config["arms"][a]["strategy"], config["arms"][a]["targets"])
+                  in ((None, None), ("anchor", "full"), ("random", "full"))]
 _UNKNOWN_ARMS = [a for a in ATTENTION_ARMS if a not in ARMS]
 if _UNKNOWN_ARMS:
     raise study_config.ConfigError(f"{CONFIG_SOURCES(('probes', 'attention_arms'))}: probes.attention_arms: unknown "
@@ -39,9 +41,9 @@ rule probe_attention:
         ),
     params:
         arms=as_json(ATTENTION_SPECS),
+        arm_order=as_json(ARMS),
         sampler=as_json(config["generation"]),
         base=as_json(base_record()),
-        code=code_digest_of("probe_attention.py"),
     log:
         "results/logs/probes/attention.log",
     benchmark:
@@ -73,8 +75,8 @@ rule probe_lora:
         ),
     params:
         adapters=as_json(LORA_SPECS),
+        arm_order=as_json(ARMS),
         projections=as_json(BASE.get("projections")),
-        code=code_digest_of("probe_lora.py"),
     log:
         "results/logs/probes/lora.log",
     benchmark:
@@ -107,7 +109,6 @@ if MASKCOUNT_NEW_K:
             arm=lambda wc: as_json({"arm": wc.arm, **config["arms"][wc.arm]}),
             samplers=as_json([{**config["generation"], "extra_masks": k} for k in MASKCOUNT_NEW_K]),
             base=as_json(base_record()),
-            code=code_digest_of("probe_maskcount_generate.py"),
         log:
             "results/logs/probes/maskcount_{arm}.log",
         benchmark:
@@ -142,9 +143,9 @@ rule probe_maskcount:
         ),
     params:
         files=as_json([[a, k] for a, k in MASKCOUNT_RUNS]),
+        arm_order=as_json(ARMS),
         domains=as_json(DOMAINS),
         settings=as_json(bootstrap_settings()),
-        code=code_digest_of("probe_maskcount.py"),
     log:
         "results/logs/probes/maskcount.log",
     benchmark:
@@ -189,8 +190,8 @@ rule probe_summary:
         ),
     params:
         arms=as_json(config["arms"]),
+        arm_order=as_json(ARMS),
         paths=as_json(PROBE_FILES),
-        code=code_digest_of("probe_summary.py"),
     log:
         "results/logs/probes/summary.log",
     benchmark:

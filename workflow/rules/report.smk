@@ -19,7 +19,6 @@ rule paper:
     params:
         figures=FIGURES,
         confidence=config["statistics"]["confidence"],  # the captions state it
-        code=code_digest_of("paper.py"),
     log:
         "results/logs/paper.log",
     benchmark:

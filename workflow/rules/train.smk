@@ -15,7 +15,6 @@ rule train_adapter:
     params:
         settings=lambda wc: as_json(study.train_settings(config, wc.strategy)),
         base=as_json(base_record()),
-        code=code_digest_of("train_adapter.py"),
     log:
         f"results/logs/train/{study.ADAPTER_ID}.log",
     benchmark:

@@ -11,15 +11,16 @@ from anchormask.reporting import figures
 def main(smk):
     runlog.log_to(smk.log[0])
     which = smk.params.which
-    # Optional params.settings (canonical JSON {resamples, confidence, seed}) for the per-arm CIs.
-    raw = getattr(smk.params, "settings", None)
-    settings = json.loads(raw) if raw else {}
+    # params.settings (canonical JSON {resamples, confidence, seed}: config statistics) for the per-arm CIs;
+    # the seed has no default
+    settings = json.loads(smk.params.settings)
     ci = {k: settings[k] for k in ("resamples", "confidence", "seed") if k in settings}
     df = tables.read_parquet(smk.input[0])
     # main and ablation read the generations table, drawn for the main query set; the sweep statistics
     # have no query sets
     if which == "main":
-        figures.main_figure(tables.of_query_set(df), smk.output.pdf, smk.output.png, **ci)
+        figures.main_figure(tables.of_query_set(df), smk.output.pdf, smk.output.png,
+                            arm_order=json.loads(smk.params.arm_order), **ci)
     elif which == "ablation":
         figures.ablation_figure(tables.of_query_set(df), smk.output.pdf, smk.output.png, **ci)
     elif which == "sweep":

@@ -18,7 +18,7 @@ def main(smk):
     base = modeljob.Base.from_config(json.loads(smk.params.base))
     df = attention.attention_table(arms, list(smk.input.retrieval), base, settings, threads=smk.threads)
     tables.write_parquet(df, smk.output.table, attention.ATTENTION_SCHEMA)
-    probe_figures.attention_figure(df, smk.output.pdf, smk.output.png)
+    probe_figures.attention_figure(df, smk.output.pdf, smk.output.png, arm_order=json.loads(smk.params.arm_order))
     for (arm, target), mass in df.groupby(["arm", "target"], sort=False)["mass"].mean().items():
         logging.info("%s onto %s: mean mass %.4f", arm, target, mass)
     logging.info("wrote %s, %s and %s: %d arms, %d rows", smk.output.table, smk.output.pdf, smk.output.png,

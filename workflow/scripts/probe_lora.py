@@ -16,7 +16,7 @@ def main(smk):
     tables.write_parquet(layers, smk.output.layers, lora.LORA_LAYERS_SCHEMA)
     shares = lora.lora_share_table(layers)
     tables.write_parquet(shares, smk.output.table, lora.LORA_SCHEMA)
-    probe_figures.lora_figure(layers, smk.output.pdf, smk.output.png)
+    probe_figures.lora_figure(layers, smk.output.pdf, smk.output.png, arm_order=json.loads(smk.params.arm_order))
     for row in shares.to_dict("records"):
         logging.info("%s %s: ||dW||_F %.4f, share %.3f", row["arm"], row["kind"], row["fro_norm"], row["share"])
 

@@ -24,7 +24,8 @@ def main(smk):
     tables.write_parquet(summary, smk.output.table, maskcount.MASKCOUNT_SCHEMA,
                          metadata=maskcount.summary_metadata(files, paths, settings))
     fileio.write_text(smk.output.md, probe_markdown.maskcount_markdown(summary))
-    probe_figures.maskcount_figure(summary, smk.output.pdf, smk.output.png)
+    probe_figures.maskcount_figure(summary, smk.output.pdf, smk.output.png,
+                                   arm_order=json.loads(smk.params.arm_order))
     logging.info("wrote %s, %s and the figure: %d rows", smk.output.table, smk.output.md, len(summary))
 
 

@@ -19,7 +19,8 @@ def main(smk):
     runlog.log_to(smk.log[0])
     text = probe_markdown.summary_markdown(_table(smk, "comparisons"), _table(smk, "attention"), _table(smk, "lora"),
                                            _table(smk, "maskcount"), json.loads(smk.params.arms),
-                                           json.loads(smk.params.paths))
+                                           json.loads(smk.params.paths),
+                                           arm_order=json.loads(smk.params.arm_order))
     fileio.write_text(smk.output[0], text)
     logging.info("wrote %s", smk.output[0])
 

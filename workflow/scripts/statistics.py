@@ -30,7 +30,8 @@ def main(smk):
             out = pairwise.run_comparisons(df, comparisons, value=metric, **common)
             schema = tables.COMPARISONS_SCHEMA
         elif kind == "sweep":
-            out = pairwise.run_sweep(df, report=settings.get("sweep_report") or {}, value=metric, **common)
+            out = pairwise.run_sweep(df, report=settings.get("sweep_report") or {}, value=metric,
+                                     strategies=json.loads(smk.params.strategies), **common)
             schema = tables.SWEEP_SCHEMA
         else:
             raise ValueError(f"params.kind must be 'comparisons' or 'sweep', got {kind!r}")

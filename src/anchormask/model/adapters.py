@@ -47,7 +47,7 @@ def _recorded_hashes(folder: Path) -> tuple[dict[str, str] | None, str | None]:
         return None, f"{PROVENANCE} is not valid JSON"
     files = record.get("files") if isinstance(record, dict) else None
     if not isinstance(files, dict) or not set(HASHED_FILES) <= set(files):
-        return None, f"{PROVENANCE} records no file hashes (trained before anchormask recorded them)"
+        return None, f"{PROVENANCE} records no file hashes, so the files cannot be checked"
     return files, None
 
 

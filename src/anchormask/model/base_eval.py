@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 MASK_RATIOS = (0.15, 0.50)
 SAMPLES_PER_DOMAIN = 3
 MAX_TOKENS = 96  # longer lines are cut: the embedded base was pretrained on sequences this long
-TARGETS = {  # issue gates for the embedded base: (key, comparison, threshold)
+GATES = {  # issue gates for the embedded base: (key, comparison, threshold)
     "corpora_accuracy_15": (">=", 0.35),
     "adjacent_repeat_share": ("<=", 0.10),
     "distinct_2": (">=", 0.50),
@@ -122,7 +122,7 @@ def samples(records: list[dict[str, Any]], per_domain: int = SAMPLES_PER_DOMAIN)
 def gates(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each target with the measured value and whether it is met."""
     out = {}
-    for key, (op, threshold) in TARGETS.items():
+    for key, (op, threshold) in GATES.items():
         value = summary[key]
         out[key] = {"value": value, "target": f"{op} {threshold}",
                     "met": value >= threshold if op == ">=" else value <= threshold}

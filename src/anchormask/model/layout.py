@@ -36,7 +36,6 @@ from anchormask import fileio
 # Position classes of a training sequence; masking's strategies name the classes they may mask.
 SPECIAL, QUESTION, ANSWER, PAD = 0, 1, 2, 3
 SEPARATOR = "\n"
-KINDS = ("pair", "plain", "chat")
 # Stand-ins for the turn contents when a chat template is rendered: text no template writes.
 QUESTION_SLOT, ANSWER_SLOT = "\u2983question\u2984", "\u2983answer\u2984"
 

@@ -6,7 +6,7 @@
 * ``maskcount``: mask-count robustness, corpus_overlap with k extra masks (seed 002).
 
 Probe 1 (reverse vs random) and probe 4 (the V/O ablation) are comparisons of the statistics
-(``bootstrap``); ``reporting.probe_markdown.summary_markdown`` gathers all five in
+(``stats.pairwise.run_comparisons``); ``reporting.probe_markdown.summary_markdown`` gathers all five in
 results/probes/summary.md, and ``reporting.probe_figures`` draws the probes' figures.
 
 Tables are written through ``tables.write_parquet`` (explicit schema, canonical-JSON

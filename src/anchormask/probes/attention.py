@@ -41,8 +41,8 @@ from anchormask.repro import provenance
 from anchormask.measurement import tables
 from anchormask.fileio import InputError
 
-#: The two targets of the attention mass, in the order of the last axis of ``attention_mass_rows``.
-TARGETS = ("prefix", "anchor")
+#: The two spans the attention mass is measured onto, in the order of the last axis of ``attention_mass_rows``.
+ATTENDED_SPANS = ("prefix", "anchor")
 
 _str, _int, _f64 = pa.string(), pa.int64(), pa.float64()
 
@@ -273,7 +273,7 @@ def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence
         mass = np.mean(per_adapter, axis=0)  # [layers, heads, 2]
         for layer in range(mass.shape[0]):
             for head in range(mass.shape[1]):
-                for t, target in enumerate(TARGETS):
+                for t, target in enumerate(ATTENDED_SPANS):
                     rows.append({"arm": spec["arm"], "strategy": spec.get("strategy"), "targets": spec.get("targets"),
                                  "layer": layer, "head": head, "target": target, "mass": float(mass[layer, head, t]),
                                  "queries": len(retrieved), "adapters": len(spec["adapters"])})

@@ -59,9 +59,10 @@ def _ci(index: pairwise.PerQueryIndex, arm: str, column: str, value: str, resamp
     return len(values.query_ids), float(mean[0]), float(lo[0]), float(hi[0])
 
 
-def arm_summary(generations_df: pd.DataFrame, resamples: int = 10_000, confidence: float = 0.95,
-                seed: int = 0) -> pd.DataFrame:
-    """Rows (panel, domain, arm, n, mean, lo, hi) for the main figure's panels, in drawing order."""
+def arm_summary(generations_df: pd.DataFrame, *, arm_order: Sequence[str], resamples: int = 10_000,
+                confidence: float = 0.95, seed: int) -> pd.DataFrame:
+    """Rows (panel, domain, arm, n, mean, lo, hi) for the main figure's panels, in drawing order (arms in
+    ``arm_order``, config ``arms``' names); ``seed`` is config ``statistics.seed``."""
     index = pairwise.PerQueryIndex(generations_df, "overlap")
     query_means = pairwise.per_query(generations_df)
     in_domain = sorted(query_means.loc[query_means["split"] == "in_domain", "domain"].unique())
@@ -73,7 +74,7 @@ def arm_summary(generations_df: pd.DataFrame, resamples: int = 10_000, confidenc
         raise InputError("generations table has no rows to plot")
     rows = []
     for panel, column, value in panels:
-        for arm in order_arms(list(query_means.loc[query_means[column] == value, "arm"].unique())):
+        for arm in order_arms(query_means.loc[query_means[column] == value, "arm"].unique(), arm_order):
             n, mean, lo, hi = _ci(index, arm, column, value, resamples, confidence, seed)
             rows.append({"panel": panel, "arm": arm, "n": n, "mean": mean, "lo": lo, "hi": hi})
     return pd.DataFrame(rows, columns=["panel", "arm", "n", "mean", "lo", "hi"])
@@ -85,11 +86,12 @@ def _n_label(ns: Sequence[int]) -> str:
 
 
 def main_figure(generations_df: pd.DataFrame, pdf_path: str | os.PathLike[str], png_path: str | os.PathLike[str],
-                *, resamples: int = 10_000, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+                *, arm_order: Sequence[str], resamples: int = 10_000, confidence: float = 0.95,
+                seed: int) -> pd.DataFrame:
     """Grouped bars of mean corpus_overlap per arm with CIs, one panel per query set; returns the summary."""
-    summary = arm_summary(generations_df, resamples, confidence, seed)
+    summary = arm_summary(generations_df, arm_order=arm_order, resamples=resamples, confidence=confidence, seed=seed)
     panels = list(dict.fromkeys(summary["panel"]))
-    arms = order_arms(list(summary["arm"].unique()))
+    arms = order_arms(summary["arm"].unique(), arm_order)
     colours = {arm: COLOURS[i % len(COLOURS)] for i, arm in enumerate(arms)}
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
@@ -181,7 +183,7 @@ def sweep_figure(sweep_stats_df: pd.DataFrame, pdf_path: str | os.PathLike[str],
 
 
 def ablation_summary(generations_df: pd.DataFrame, resamples: int = 10_000, confidence: float = 0.95,
-                     seed: int = 0) -> pd.DataFrame:
+                     *, seed: int) -> pd.DataFrame:
     """Rows (strategy, targets, arm, n, mean, lo, hi) on the held-out queries pooled; base with targets None."""
     held = generations_df[generations_df["split"] == "held_out"]
     index = pairwise.PerQueryIndex(held, "overlap")
@@ -207,9 +209,9 @@ def ablation_summary(generations_df: pd.DataFrame, resamples: int = 10_000, conf
 
 def ablation_figure(generations_df: pd.DataFrame, pdf_path: str | os.PathLike[str],
                     png_path: str | os.PathLike[str], *, resamples: int = 10_000, confidence: float = 0.95,
-                    seed: int = 0) -> pd.DataFrame:
+                    seed: int) -> pd.DataFrame:
     """Grouped bars: LoRA targets on x, anchor and random side by side; base as a dashed line."""
-    summary = ablation_summary(generations_df, resamples, confidence, seed)
+    summary = ablation_summary(generations_df, resamples, confidence, seed=seed)
     lora = summary[summary["strategy"].notna()]
     base = summary[summary["strategy"].isna()]
     width = 0.38

@@ -6,31 +6,33 @@ saved like the study's figures (``figures.save``: the same table gives the same 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from anchormask.probes.attention import TARGETS
+from anchormask.probes.attention import ATTENDED_SPANS
 from anchormask.model.families import KINDS
 from anchormask.probes.lora import lora_share_table
-from anchormask.reporting.arms import ARM_ORDER, base_arm, order_arms
+from anchormask.reporting.arms import base_arm, order_arms
 from anchormask.reporting.figures import COLOURS, RC, save
 
 
-def attention_figure(df: pd.DataFrame, pdf_path, png_path) -> None:
+def attention_figure(df: pd.DataFrame, pdf_path, png_path, *, arm_order: Sequence[str]) -> None:
     """Layer x head heatmaps: per target a row of absolute masses per arm and a row of arm minus base."""
     if df.empty:
         _unavailable_figure(df, pdf_path, png_path)
         return
-    arms = order_arms(list(df["arm"].unique()))
+    arms = order_arms(df["arm"].unique(), arm_order)
     strategies = df.groupby("arm")["strategy"].first().to_dict()
     base = base_arm(arms, strategies)
     layers, heads = int(df["layer"].max()) + 1, int(df["head"].max()) + 1
-    grid = {(a, t): _matrix(df, a, t, layers, heads) for a in arms for t in TARGETS}
+    grid = {(a, t): _matrix(df, a, t, layers, heads) for a in arms for t in ATTENDED_SPANS}
     others = [a for a in arms if a != base]
     row_specs = []
-    for target in TARGETS:
+    for target in ATTENDED_SPANS:
         row_specs.append((target, False))
         if base is not None and others:
             row_specs.append((target, True))
@@ -92,10 +94,10 @@ def _matrix(df: pd.DataFrame, arm: str, target: str, layers: int, heads: int) ->
 _KIND_COLOURS = {"q": "#1f77b4", "k": "#ff7f0e", "v": "#2ca02c", "o": "#d62728"}
 
 
-def lora_figure(layers_df: pd.DataFrame, pdf_path, png_path) -> None:
+def lora_figure(layers_df: pd.DataFrame, pdf_path, png_path, *, arm_order: Sequence[str]) -> None:
     """(a) share of ||ΔW||² per kind, per arm; (b) ||ΔW||_F per kind, per arm; (c) per layer, full arms."""
     share = lora_share_table(layers_df)
-    arms = order_arms(list(share["arm"].unique()))
+    arms = order_arms(share["arm"].unique(), arm_order)
     x = np.arange(len(arms))
     with matplotlib.rc_context(RC):
         fig = Figure(figsize=(13.0, 3.8), layout="constrained")
@@ -142,12 +144,13 @@ def lora_figure(layers_df: pd.DataFrame, pdf_path, png_path) -> None:
         save(fig, pdf_path, png_path)
 
 
-def maskcount_figure(summary: pd.DataFrame, pdf_path, png_path) -> None:
+def maskcount_figure(summary: pd.DataFrame, pdf_path, png_path, *, arm_order: Sequence[str]) -> None:
     """Mean corpus_overlap against k, one line (and CI band) per arm; held-out and in-domain panels."""
     splits = [s for s in ("held_out", "in_domain") if (summary["split"] == s).any()] or ["all"]
     top = max(0.05, float(summary["hi"].max()) * 1.15) if len(summary) else 1.0
-    arms = order_arms(list(summary["arm"].unique()))
-    colours = {a: COLOURS[ARM_ORDER.index(a) if a in ARM_ORDER else 8 + i % 2]
+    arms = order_arms(summary["arm"].unique(), arm_order)
+    # An arm's colour follows its place in config arms (the first eight colours); the last two are for others.
+    colours = {a: COLOURS[list(arm_order).index(a) % 8 if a in arm_order else 8 + i % 2]
                for i, a in enumerate(arms)}
     with matplotlib.rc_context(RC):
         fig = Figure(figsize=(3.6 * (len(splits) + 1) + 0.4, 3.3), layout="constrained")

@@ -3,20 +3,22 @@
 
 ``summary_markdown`` gathers each probe's headline number, with the reverse vs random comparison
 (probe 1) and the V/O ablation (probe 4) taken from the comparison statistics
-(``pairwise.run_comparisons``), the attention mass (probe 2, ``probes.attention``), the LoRA
+(``pairwise.run_comparisons``; the rows are found by their arms' strategy and LoRA targets and the
+held-out split, ``arms.comparison_of``, not by the names config ``statistics.comparisons`` gives them),
+the attention mass (probe 2, ``probes.attention``), the LoRA
 allocation (probe 3, ``probes.lora``) and the mask count (``probes.maskcount``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from anchormask.model.families import KINDS
-from anchormask.reporting.arms import base_arm, order_arms
+from anchormask.reporting.arms import arm_with, base_arm, comparison_of, order_arms
 from anchormask.reporting.markdown import diff_cell, is_missing, number, ratio_cell
 
 
@@ -56,14 +58,18 @@ class _Attention(NamedTuple):
     means: pd.DataFrame  # arm x target, mean over layers and heads; arms in groupby order
     order: list[str]     # the arms in display order
     base: str | None     # the arm without an adapter, the reference of the deltas
+    full: set[str]       # the base and the full-target arms, the ones the headline names
 
 
-def _attention(attention: pd.DataFrame | None) -> _Attention | None:
+def _attention(attention: pd.DataFrame | None, arm_order: Sequence[str]) -> _Attention | None:
     if attention is None or not len(attention):
         return None
     means = attention.groupby(["arm", "target"])["mass"].mean().unstack("target")
-    order = order_arms(list(means.index))
-    return _Attention(means, order, base_arm(order, attention.groupby("arm")["strategy"].first().to_dict()))
+    order = order_arms(means.index, arm_order)
+    spec = attention.groupby("arm")[["strategy", "targets"]].first()
+    base = base_arm(order, spec["strategy"].to_dict())
+    full = {a for a, t in spec["targets"].items() if is_missing(t) or t == "full"}
+    return _Attention(means, order, base, full)
 
 
 def _maskcount_part(maskcount: pd.DataFrame | None) -> tuple[str, pd.DataFrame] | None:
@@ -74,12 +80,12 @@ def _maskcount_part(maskcount: pd.DataFrame | None) -> tuple[str, pd.DataFrame] 
     return split, maskcount[maskcount["split"] == split]
 
 
-def _reverse_headline(by_name: Mapping[str, Mapping[str, Any]], comp_path: str) -> str:
-    row = by_name.get("heldout_reverse_vs_random")
+def _reverse_headline(row: Mapping[str, Any] | None, comp_path: str) -> str:
     return "- **1. reverse vs random**: " + (
         f"held-out diff {diff_cell(row)}, "
-        f"P(reverse > random) = {number(row['p_a_gt_b'])} (N = {int(row['n'])}); row `heldout_reverse_vs_random` of "
-        f"`{comp_path}`" if row is not None else f"not configured (no `heldout_reverse_vs_random` in `{comp_path}`)")
+        f"P(reverse > random) = {number(row['p_a_gt_b'])} (N = {int(row['n'])}); row `{row['name']}` of "
+        f"`{comp_path}`" if row is not None
+        else f"not configured (no held-out reverse vs random comparison in `{comp_path}`)")
 
 
 def _attention_headline(att: _Attention | None, figure: str) -> str:
@@ -88,7 +94,7 @@ def _attention_headline(att: _Attention | None, figure: str) -> str:
     means, base = att.means, att.base
     parts = [f"{a} {means.loc[a, 'anchor']:.3f}" + (f" ({means.loc[a, 'anchor'] - means.loc[base, 'anchor']:+.4f})"
                                                    if base and a != base else "")
-             for a in means.index if a in ("base", "anchor", "random") or a == base]
+             for a in means.index if a in att.full or a == base]
     return ("- **2. attention**: mass onto the locked anchor, mean over layers and heads (Δ vs "
             f"{base or 'base'}): " + ", ".join(parts) + f"; `{figure}`")
 
@@ -102,8 +108,7 @@ def _lora_headline(lora: pd.DataFrame | None, figure: str) -> str:
             + ", ".join(f"{a} {v:.3f}" for a, v in vo.items()) + f"; `{figure}`")
 
 
-def _ablation_headline(by_name: Mapping[str, Mapping[str, Any]], figure: str) -> str:
-    vo_row = by_name.get("heldout_anchorvo_vs_anchor")
+def _ablation_headline(vo_row: Mapping[str, Any] | None, figure: str) -> str:
     return "- **4. V/O ablation**: " + (
         f"held-out anchor-vo {number(vo_row['mean_a'])} vs anchor (full) {number(vo_row['mean_b'])}, diff "
         f"{diff_cell(vo_row)}; "
@@ -122,19 +127,33 @@ def _maskcount_headline(mask: tuple[str, pd.DataFrame] | None, table: str) -> st
                         for r in top.to_dict("records")) + f"; `{table}`")
 
 
-def headline_lines(by_name: Mapping[str, Mapping[str, Any]], att: _Attention | None, lora: pd.DataFrame | None,
+class _Rows(NamedTuple):
+    """The comparison rows of probes 1 and 4 (None where the config compares no such arms)."""
+
+    reverse: Mapping[str, Any] | None  # the reverse arm vs the random arm (full targets), held-out pooled
+    vo: Mapping[str, Any] | None       # the anchor arm with V/O targets vs the full-target one, held-out pooled
+
+
+def _rows(comp: pd.DataFrame, arms: Mapping[str, Mapping[str, Any]]) -> _Rows:
+    records = comp.to_dict("records")
+    return _Rows(comparison_of(records, arm_with(arms, "reverse", "full"), arm_with(arms, "random", "full")),
+                 comparison_of(records, arm_with(arms, "anchor", "vo"), arm_with(arms, "anchor", "full")))
+
+
+def headline_lines(rows: _Rows, att: _Attention | None, lora: pd.DataFrame | None,
                    mask: tuple[str, pd.DataFrame] | None, paths: Mapping[str, str]) -> list[str]:
     """One bullet per probe (1 reverse vs random, 2 attention, 3 LoRA, 4 V/O ablation, 5 mask count)."""
-    return [_reverse_headline(by_name, paths["comparisons"]), _attention_headline(att, paths["attention_figure"]),
-            _lora_headline(lora, paths["lora_figure"]), _ablation_headline(by_name, paths["ablation"]),
+    return [_reverse_headline(rows.reverse, paths["comparisons"]), _attention_headline(att, paths["attention_figure"]),
+            _lora_headline(lora, paths["lora_figure"]), _ablation_headline(rows.vo, paths["ablation"]),
             _maskcount_headline(mask, paths["maskcount_md"])]
 
 
-def _reverse_section(comp: pd.DataFrame, by_name: Mapping[str, Mapping[str, Any]], paths: Mapping[str, str]):
+def _reverse_section(comp: pd.DataFrame, row: Mapping[str, Any] | None, arms: Mapping[str, Mapping[str, Any]],
+                     paths: Mapping[str, str]):
     lines = ["## 1. Direction of asymmetry: reverse vs random", ""]
-    row = by_name.get("heldout_reverse_vs_random")
-    if row is None:
-        rows = [r for r in comp.to_dict("records") if {r["a"], r["b"]} == {"reverse", "random"}]
+    if row is None:  # another split or domain, either way round
+        pair = {arm_with(arms, "reverse", "full"), arm_with(arms, "random", "full")}
+        rows = [r for r in comp.to_dict("records") if None not in pair and {r["a"], r["b"]} == pair]
         row = rows[0] if rows else None
     if row is not None:
         lines += [f"- {_comparison_line(row)}.",
@@ -164,7 +183,7 @@ def _attention_section(att: _Attention | None, paths: Mapping[str, str]) -> list
                     f"heatmaps (per arm and arm − base): `{paths['attention_figure']}`.", ""]
 
 
-def _lora_section(lora: pd.DataFrame | None, paths: Mapping[str, str]) -> list[str]:
+def _lora_section(lora: pd.DataFrame | None, arm_order: Sequence[str], paths: Mapping[str, str]) -> list[str]:
     lines = ["## 3. LoRA weight allocation", ""]
     if lora is None or not len(lora):
         return lines + ["- Not run (no adapter arms).", ""]
@@ -174,7 +193,7 @@ def _lora_section(lora: pd.DataFrame | None, paths: Mapping[str, str]) -> list[s
               "(mean over the arm's adapters).", "",
               "| arm | targets | Q | K | V | O | V+O | total ‖ΔW‖_F |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     targets = lora.groupby("arm")["targets"].first()
-    for arm in order_arms(list(shares.index)):
+    for arm in order_arms(shares.index, arm_order):
         s = {k: shares.loc[arm].get(k, np.nan) for k in KINDS}
         vo = np.nansum([s["v"], s["o"]])
         lines.append(f"| {arm} | {targets[arm]} | " + " | ".join(number(s[k]) for k in KINDS)
@@ -195,7 +214,8 @@ def _ablation_section(comp: pd.DataFrame, arms: Mapping[str, Mapping[str, Any]],
                     "random, held-out pooled, base as reference).", ""]
 
 
-def _maskcount_section(mask: tuple[str, pd.DataFrame] | None, paths: Mapping[str, str]) -> list[str]:
+def _maskcount_section(mask: tuple[str, pd.DataFrame] | None, arm_order: Sequence[str],
+                       paths: Mapping[str, str]) -> list[str]:
     lines = ["## 5. Mask-count robustness (seed 002)", ""]
     if mask is None:
         return lines + ["- Not run (`probes.maskcount_k` or its arms are empty).", ""]
@@ -203,7 +223,7 @@ def _maskcount_section(mask: tuple[str, pd.DataFrame] | None, paths: Mapping[str
     kmax, k0 = int(part["k"].max()), int(part["k0"].iloc[0])
     lines += [f"Mean corpus_overlap ({split.replace('_', '-')} queries) at k = {k0} and k = {kmax} extra "
               "masks, and the paired difference:", ""]
-    for arm in order_arms(list(part["arm"].unique())):
+    for arm in order_arms(part["arm"].unique(), arm_order):
         a0 = part[(part["arm"] == arm) & (part["k"] == k0)].iloc[0]
         am = part[(part["arm"] == arm) & (part["k"] == kmax)].iloc[0]
         lines.append(f"- {arm}: {a0['mean']:.3f} -> {am['mean']:.3f}, Δ {am['diff']:+.3f} "
@@ -216,15 +236,16 @@ def _maskcount_section(mask: tuple[str, pd.DataFrame] | None, paths: Mapping[str
 
 def summary_markdown(comparisons: pd.DataFrame | None, attention: pd.DataFrame | None, lora: pd.DataFrame | None,
                      maskcount: pd.DataFrame | None, arms: Mapping[str, Mapping[str, Any]],
-                     paths: Mapping[str, str]) -> str:
-    """results/probes/summary.md: one section per probe with its headline number and where to look."""
-    comp = comparisons if comparisons is not None else pd.DataFrame(columns=["name", "a", "b"])
-    by_name = {r["name"]: r for r in comp.to_dict("records")}
-    att, mask = _attention(attention), _maskcount_part(maskcount)  # once, for the headlines and the sections
+                     paths: Mapping[str, str], *, arm_order: Sequence[str]) -> str:
+    """results/probes/summary.md: one section per probe with its headline number and where to look.
+    ``arms`` is config ``arms`` (name -> {strategy, targets}), ``arm_order`` its names in config order."""
+    comp = comparisons if comparisons is not None else pd.DataFrame(columns=["name", "selector", "a", "b"])
+    rows = _rows(comp, arms)
+    att, mask = _attention(attention, arm_order), _maskcount_part(maskcount)  # once, for headlines and sections
     lines = ["# Mechanism probes: summary", "",
              "Headline numbers of each probe (docs/protocol.md, \"Mechanism probes\", with the seed-002 mask-count "
              "probe). Every number comes from the files named in its section.", "",
-             "## Headlines (one line per probe)", "", *headline_lines(by_name, att, lora, mask, paths), ""]
-    return "\n".join(lines + _reverse_section(comp, by_name, paths) + _attention_section(att, paths)
-                     + _lora_section(lora, paths) + _ablation_section(comp, arms, paths)
-                     + _maskcount_section(mask, paths))
+             "## Headlines (one line per probe)", "", *headline_lines(rows, att, lora, mask, paths), ""]
+    return "\n".join(lines + _reverse_section(comp, rows.reverse, arms, paths) + _attention_section(att, paths)
+                     + _lora_section(lora, arm_order, paths) + _ablation_section(comp, arms, paths)
+                     + _maskcount_section(mask, arm_order, paths))

@@ -125,3 +125,29 @@ def digest_of_modules(names, package_dir: Path = PACKAGE_DIR) -> str:
 def script_code_digest(script: str | Path, package_dir: Path = PACKAGE_DIR) -> str:
     """The ``code`` param of the rule that runs ``script``."""
     return digest_of_modules(import_closure(Path(script).resolve(), Path(package_dir).resolve()), package_dir)
+
+
+def add_code_params(rules, scripts_dir: Path, package_dir: Path = PACKAGE_DIR) -> None:
+    """Give each rule that runs a script its ``code`` param, the script's digest (``script_code_digest``).
+
+    Called once the rules are defined (workflow/study.smk, workflow/rules/bases.smk), so a rule names its
+    script once, in ``script:``; the digest is a param because Snakemake's params trigger is what reruns a
+    job when a module its script imports changes. A rule that already carries this digest (from an earlier
+    call) keeps it; one whose ``code`` param says anything else is an error, since it would miss edits.
+    """
+    wrong = []
+    for rule in rules:
+        if not rule.script:
+            continue
+        name = Path(rule.script).name
+        digest = script_code_digest(Path(scripts_dir) / name, package_dir)
+        code = rule.params.get("code")
+        if code is None:
+            rule.set_params(code=digest)
+        elif code != digest:
+            wrong.append(f"rule {rule.name}: params.code is not the digest of {name}; leave `code` out of "
+                         "params (it is derived from the rule's script)")
+    if wrong:
+        from anchormask.fileio import InputError
+
+        raise InputError("workflow/rules/*.smk: " + "; ".join(wrong))

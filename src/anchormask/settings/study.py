@@ -16,7 +16,7 @@ from anchormask import fileio
 # wildcard constraints and the position check use these).
 _DEFS = schemas.document("config")["$defs"]
 STRATEGIES = tuple(_DEFS["strategy"]["enum"])
-TARGETS = tuple(_DEFS["targets"]["enum"])
+LORA_TARGETS = tuple(_DEFS["targets"]["enum"])
 # An adapter's id and folder: train.smk writes ADAPTER_DIR, AdapterJob.path names one of its outputs.
 ADAPTER_ID = "{strategy}_{targets}_n{size}_s{steps}_seed{seed}"
 ADAPTER_DIR = "results/adapters/" + ADAPTER_ID

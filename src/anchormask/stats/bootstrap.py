@@ -98,7 +98,7 @@ def _resampled_means(x: np.ndarray, resamples: int, rng: np.random.Generator) ->
     """(k, R) resampled means of k (S seeds, n queries) grids; see the module docstring."""
     k, seeds, n = x.shape
     counts = resample_counts(n, resamples, rng)          # (R, n)
-    if seeds == 1:  # one level: the report's bootstrap over queries, bit for bit as before seeds were resampled
+    if seeds == 1:  # every seed resample is the one seed: only the queries vary (the report's bootstrap)
         return x[:, 0, :] @ counts.T / n
     seed_counts = resample_counts(seeds, resamples, rng)  # (R, S)
     return np.stack([((seed_counts @ grid) * counts).sum(axis=1) for grid in x]) / (seeds * n)

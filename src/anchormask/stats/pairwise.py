@@ -28,7 +28,7 @@ from anchormask.fileio import InputError
 from anchormask.stats.signflip import PERMUTATION_STREAM, holm, sign_flip_pvalues
 
 PERMUTATIONS = schemas.default(("statistics", "permutations"))  # the random sign patterns when N > 16
-log = logging.getLogger("anchormask.bootstrap")  # the name the statistics jobs' logs have always used
+log = logging.getLogger(__name__)
 
 RESULT_KEYS = ("n", "seeds", "mean_a", "mean_b", "ratio", "ratio_lo", "ratio_hi", "diff", "diff_lo", "diff_hi",
                "p_a_gt_b", "zero_b_resamples", "p_perm", "perm_exact")
@@ -241,35 +241,44 @@ def per_seed(generations_df: pd.DataFrame, comparisons: Sequence[Mapping[str, An
 
 
 def run_sweep(sweep_df: pd.DataFrame, resamples: int, confidence: float, seed: int,
-              report: Mapping[str, str] | None = None, a_strategy: str = "anchor",
-              b_strategy: str = "random", permutations: int = PERMUTATIONS, value: str = "overlap") -> pd.DataFrame:
-    """anchor vs random at every (train_size, train_steps) of the sweep table, held-out queries pooled.
+              report: Mapping[str, str] | None = None, *, strategies: Sequence[str],
+              permutations: int = PERMUTATIONS, value: str = "overlap") -> pd.DataFrame:
+    """The first of ``strategies`` (config ``sweep.strategies``) against each of the others at every
+    (train_size, train_steps) of the sweep table, held-out queries pooled; rows by point, then in the
+    order of ``strategies``.
 
     Arms are identified by their (strategy, train_size, train_steps) columns, so arm names
-    are free. ``report`` maps "SIZExSTEPS" to the report's figure for that point. Holm over the points.
+    are free. ``report`` maps "SIZExSTEPS" to the report's figure for that point, shown beside the
+    first strategy against the second. Holm over every row.
     """
+    if len(strategies) < 2:
+        raise InputError(f"sweep.strategies {list(strategies)}: the sweep compares the first with the others; "
+                         "give at least two")
     report = dict(report or {})
     held = sweep_df[sweep_df["split"] == "held_out"]
     if held.empty:
         raise InputError("sweep table has no held-out generations")
     points = sorted({(int(n), int(k)) for n, k in held[["train_size", "train_steps"]].itertuples(index=False)})
     index = PerQueryIndex(held, value)
+    first, others = strategies[0], list(strategies[1:])
     jobs = []
     for size, steps in points:
         at = held[(held["train_size"] == size) & (held["train_steps"] == steps)]
         arms = {}
-        for strategy in (a_strategy, b_strategy):
+        for strategy in strategies:
             found = sorted(at.loc[at["strategy"] == strategy, "arm"].unique())
             if len(found) != 1:
                 raise InputError(f"sweep point {size}x{steps}: expected one {strategy!r} arm, found "
                                  f"{found or 'none'}")
             arms[strategy] = found[0]
-        name = f"{size}x{steps}"
-        va, vb = index.pair(f"sweep {name}", arms[a_strategy], arms[b_strategy], "split", "held_out")
-        jobs.append({"point": name, "name": name, "train_size": size, "train_steps": steps, "a": arms[a_strategy],
-                     "b": arms[b_strategy], "query_ids": va.query_ids.tolist(), "a_values": va.values,
-                     "b_values": vb.values, "runs_a": int(va.runs.max()), "runs_b": int(vb.runs.max()),
-                     "report": report.get(name)})
+        point = f"{size}x{steps}"
+        for other in others:
+            name = point if other == others[0] else f"{point} {first} vs {other}"
+            va, vb = index.pair(f"sweep {name}", arms[first], arms[other], "split", "held_out")
+            jobs.append({"point": point, "name": name, "train_size": size, "train_steps": steps, "a": arms[first],
+                         "b": arms[other], "query_ids": va.query_ids.tolist(), "a_values": va.values,
+                         "b_values": vb.values, "runs_a": int(va.runs.max()), "runs_b": int(vb.runs.max()),
+                         "report": report.get(point) if other == others[0] else None})
     unknown = sorted(set(report) - {j["point"] for j in jobs})
     if unknown:
         log.warning("sweep_report names points the sweep table does not have: %s", ", ".join(unknown))
