@@ -37,6 +37,9 @@ def generations(n_in=5, n_out=4, domains=("astronomy", "law")):
     return pd.DataFrame(rows)
 
 
+SWEEP = ["anchor", "random"]  # config sweep.strategies
+
+
 def sweep_stats():
     rows = []
     for size in (72, 144):
@@ -44,6 +47,7 @@ def sweep_stats():
             report = {(72, 100): "1.97-2.19x at 100 steps", (144, 100): "1.97-2.19x at 100 steps",
                       (144, 1000): "1.07x"}.get((size, steps))
             rows.append(dict(point=f"{size}x{steps}", train_size=size, train_steps=steps, n=48, ratio=ratio,
+                             a=f"sweep:anchor_n{size}_s{steps}", b=f"sweep:random_n{size}_s{steps}",
                              ratio_lo=ratio - 0.2, ratio_hi=ratio + 0.2 if steps != 300 else np.inf,
                              confidence=0.95, report=report))
     return pd.DataFrame(rows)
@@ -103,12 +107,12 @@ def test_parse_report(text, expected):
 
 
 def test_sweep_figure_with_infinite_band(tmp_path):
-    figures.sweep_figure(sweep_stats(), tmp_path / "s.pdf", tmp_path / "s.png")
+    figures.sweep_figure(sweep_stats(), tmp_path / "s.pdf", tmp_path / "s.png", strategies=SWEEP)
     assert_pdf_png(tmp_path / "s.pdf", tmp_path / "s.png")
-    figures.sweep_figure(sweep_stats(), tmp_path / "t.pdf", tmp_path / "t.png")
+    figures.sweep_figure(sweep_stats(), tmp_path / "t.pdf", tmp_path / "t.png", strategies=SWEEP)
     assert (tmp_path / "s.pdf").read_bytes() == (tmp_path / "t.pdf").read_bytes()
     with pytest.raises(InputError):
-        figures.sweep_figure(sweep_stats().iloc[:0], tmp_path / "e.pdf", tmp_path / "e.png")
+        figures.sweep_figure(sweep_stats().iloc[:0], tmp_path / "e.pdf", tmp_path / "e.png", strategies=SWEEP)
 
 
 def test_ablation_summary_finds_arms_by_strategy_and_targets(tmp_path):
@@ -182,7 +186,7 @@ def test_main_figure_shows_every_panel_and_arm(monkeypatch, tmp_path):
 
 
 def test_sweep_figure_shows_each_size_and_the_report(monkeypatch, tmp_path):
-    fig, size = drawn(monkeypatch, tmp_path, lambda pdf, png: figures.sweep_figure(sweep_stats(), pdf, png))
+    fig, size = drawn(monkeypatch, tmp_path, lambda pdf, png: figures.sweep_figure(sweep_stats(), pdf, png, strategies=SWEEP))
     (ax,) = visible_axes(fig)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend == ["72 pairs (N = 48 held-out queries)", "144 pairs (N = 48 held-out queries)", "report"]

@@ -218,7 +218,8 @@ def test_stats_parquet_byte_stable_with_explicit_schemas(tmp_path):
 def test_headline_markdown_lists_ours_beside_the_report():
     comps, sweep = stats_frames()
     content = comps.assign(metric="content_overlap", name=comps["name"] + "_content")
-    text = markdown.headline_markdown(comps, sweep, {"path": "data/base", "sha256": "418e" + "0" * 60}, content)
+    text = markdown.headline_markdown(comps, sweep, {"path": "data/base", "sha256": "418e" + "0" * 60}, content,
+                                      sweep_strategies=["anchor", "random"])
     lines = text.splitlines()
     row = next(l for l in lines if l.startswith("| heldout_anchor_vs_random "))
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -246,7 +247,8 @@ def test_headline_shows_each_seed_beside_the_pooled_value():
     comps = [{"name": "h", "a": "anchor", "b": "random", "split": "held_out"}]
     stats = pairwise.run_comparisons(df, comps, 200, 0.95, 1)
     _, sweep = stats_frames()
-    text = markdown.headline_markdown(stats, sweep, "base", stats, pairwise.per_seed(df, comps))
+    text = markdown.headline_markdown(stats, sweep, "base", stats, pairwise.per_seed(df, comps),
+                                      sweep_strategies=["anchor", "random"])
     assert "| h | 2.00x [2.00, 2.00] | 42: 2.00x, 43: 2.00x | +0.200, +0.300 |" in text
     assert "| h | split=held_out | anchor | random | 4 × 2 seeds |" in text
 
@@ -325,8 +327,27 @@ def test_scripts_aggregate_statistics_headline(tmp_path, gen_file):
     run_script("headline.py", input=Named(comparisons=str(comps), sweep=str(sweep_stats), content=str(content),
                                           generations=str(table), alt=[str(alt)]),
                output=Named([str(headline)]), params=Named(base=canonical_json({"path": "data/base", "sha256": "abc"}),
-                                                           comparisons=canonical_json(settings["comparisons"])),
+                                                           comparisons=canonical_json(settings["comparisons"]),
+                                                           sweep_strategies=canonical_json(["anchor", "random"])),
                log=Named([str(tmp_path / "headline.log")]))
     text = headline.read_text()
     assert "| h | split=held_out | anchor | random | 1 |" in text and "sha256 `abc`" in text
     assert "| h | 1 | 3.00x [3.00, 3.00] | +0.500 |" in text and "| 1 | 2.00x [2.00, 2.00] | +0.500 |" in text
+
+
+def test_headline_shows_one_sweep_table_per_strategy_the_first_is_compared_with():
+    gen = np.random.default_rng(1)
+    rows = [dict(query_id=f"q{q}", domain="astro", split="held_out", strategy=strategy, train_seed=42,
+                 overlap=gen.uniform(0.1, 0.4), arm=f"sweep:{strategy}_n72_s{k}", train_size=72, train_steps=k)
+            for q in range(6) for k in (100, 300) for strategy in ("anchor", "random", "reverse")]
+    strategies = ["anchor", "random", "reverse"]
+    sweep = pairwise.run_sweep(pd.DataFrame(rows), 200, 0.95, 3, strategies=strategies)
+    comps, _ = stats_frames()
+    text = markdown.headline_markdown(comps, sweep, "base", comps, sweep_strategies=strategies)
+    first, second = text.index("## Sweep: anchor vs random"), text.index("## Sweep: anchor vs reverse")
+    assert "| mean anchor | mean reverse | anchor/reverse [CI] |" in text[second:]
+    for section, other in ((text[first:second], "random"), (text[second:text.index("## Notes")], "reverse")):
+        rows_shown = [line for line in section.splitlines() if line.startswith("| 72 |")]
+        expected = sweep[sweep["b"].str.startswith(f"sweep:{other}_")]
+        assert len(rows_shown) == len(expected) == 2
+        assert [f"{m:.3f}" for m in expected["mean_b"]] == [line.split("|")[5].strip() for line in rows_shown]

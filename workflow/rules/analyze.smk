@@ -114,6 +114,7 @@ rule headline:
     params:
         base=as_json({"path": BASE["path"], "sha256": BASE["sha256"]}),
         comparisons=as_json(config["statistics"]["comparisons"]),
+        sweep_strategies=as_json(config["sweep"]["strategies"]),
     log:
         "results/logs/headline.log",
     benchmark:

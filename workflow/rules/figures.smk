@@ -17,6 +17,7 @@ rule figure:
         which="{figure}",
         settings=as_json(bootstrap_settings()),
         arm_order=as_json(ARMS),
+        sweep_strategies=as_json(config["sweep"]["strategies"]),
     log:
         "results/logs/figure/{figure}.log",
     benchmark:

@@ -62,7 +62,7 @@ rule generate_sweep:
     output:
         "results/generations/sweep/{strategy}_n{size}_s{steps}.jsonl",
     params:
-        arm=lambda wc: as_json({"arm": f"sweep:{wc.strategy}_n{wc.size}_s{wc.steps}",
+        arm=lambda wc: as_json({"arm": study.sweep_arm(wc.strategy, wc.size, wc.steps),
                                 "strategy": wc.strategy, "targets": "full"}),
         sampler=as_json(config["generation"]),
         base=as_json(base_record()),

@@ -24,7 +24,7 @@ def main(smk):
     elif which == "ablation":
         figures.ablation_figure(tables.of_query_set(df), smk.output.pdf, smk.output.png, **ci)
     elif which == "sweep":
-        figures.sweep_figure(df, smk.output.pdf, smk.output.png)
+        figures.sweep_figure(df, smk.output.pdf, smk.output.png, strategies=json.loads(smk.params.sweep_strategies))
     else:
         raise ValueError(f"params.which must be main, sweep or ablation, got {which!r}")
     logging.info("wrote %s and %s", smk.output.pdf, smk.output.png)

@@ -19,7 +19,8 @@ def main(smk):
     alt = tables.read_parquet(smk.input.alt[0]) if smk.input.alt else None
     text = markdown.headline_markdown(tables.read_parquet(smk.input.comparisons), tables.read_parquet(smk.input.sweep),
                                       json.loads(smk.params.base), tables.read_parquet(smk.input.content), per_seed,
-                                      alt, tables.anchor_truncations(generations))
+                                      alt, tables.anchor_truncations(generations),
+                                      sweep_strategies=json.loads(smk.params.sweep_strategies))
     fileio.write_text(smk.output[0], text)
     logging.info("wrote %s", smk.output[0])
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from anchormask.reporting.markdown import is_missing
+from anchormask.settings.study import sweep_arm
 
 HELD_OUT = "split=held_out"  # a comparison's selector over the held-out queries pooled (pairwise.run_comparisons)
 
@@ -34,6 +35,15 @@ def arm_with(arms: Mapping[str, Mapping[str, Any]], strategy: str, targets: str)
     found = [a for a, spec in arms.items() if (spec or {}).get("strategy") == strategy
              and (spec or {}).get("targets") == targets]
     return found[0] if found else None
+
+
+def sweep_pair(sweep_df, strategies: Sequence[str], other: str):
+    """The sweep statistics' rows of the first of ``strategies`` (config ``sweep.strategies``) against
+    ``other``, one per (size, steps) point, in the table's order."""
+    first = strategies[0]
+    keep = [(a, b) == (sweep_arm(first, n, k), sweep_arm(other, n, k))
+            for a, b, n, k in zip(sweep_df["a"], sweep_df["b"], sweep_df["train_size"], sweep_df["train_steps"])]
+    return sweep_df[keep]
 
 
 def comparison_of(rows: Iterable[Mapping[str, Any]], a: str | None, b: str | None,

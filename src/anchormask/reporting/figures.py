@@ -31,7 +31,7 @@ from matplotlib.figure import Figure
 
 from anchormask.stats import bootstrap, pairwise
 from anchormask.fileio import InputError, atomic_path
-from anchormask.reporting.arms import order_arms
+from anchormask.reporting.arms import order_arms, sweep_pair
 
 TARGET_ORDER = ("full", "vo", "qk")
 RC = {"svg.hashsalt": "anchormask", "pdf.compression": 6, "font.family": "DejaVu Sans", "font.size": 9,
@@ -139,11 +139,15 @@ def _finite(values: Any) -> np.ndarray:
 
 
 def sweep_figure(sweep_stats_df: pd.DataFrame, pdf_path: str | os.PathLike[str],
-                 png_path: str | os.PathLike[str]) -> None:
-    """anchor/random ratio vs training steps, one line (and CI band) per data size, report marked."""
-    if sweep_stats_df.empty:
-        raise InputError("sweep statistics table is empty")
-    df = sweep_stats_df.sort_values(["train_size", "train_steps"])
+                 png_path: str | os.PathLike[str], *, strategies: Sequence[str]) -> None:
+    """The ratio of the first of ``strategies`` (config ``sweep.strategies``) to the second vs training
+    steps, one line (and CI band) per data size, the report's figures marked; the headline's sweep
+    tables hold every other pair."""
+    first, second = strategies[0], strategies[1]
+    df = sweep_pair(sweep_stats_df, strategies, second)
+    if df.empty:
+        raise InputError(f"sweep statistics table has no {first} vs {second} rows")
+    df = df.sort_values(["train_size", "train_steps"])
     sizes = sorted(int(s) for s in df["train_size"].unique())
     palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b")
     with matplotlib.rc_context(RC):
@@ -174,9 +178,9 @@ def sweep_figure(sweep_stats_df: pd.DataFrame, pdf_path: str | os.PathLike[str],
         ax.set_xticks(all_steps, [str(s) for s in all_steps])
         ax.minorticks_off()
         ax.set_xlabel("training steps (log scale)")
-        ax.set_ylabel("anchor / random mean corpus_overlap")
+        ax.set_ylabel(f"{first} / {second} mean corpus_overlap")
         conf = sorted(set(float(c) for c in df["confidence"])) if "confidence" in df else [0.95]
-        ax.set_title(f"Sweep: anchor/random ratio, held-out pooled ({100 * conf[0]:g}% CI bands)")
+        ax.set_title(f"Sweep: {first}/{second} ratio, held-out pooled ({100 * conf[0]:g}% CI bands)")
         ax.grid(linewidth=0.3, alpha=0.6)
         ax.legend(loc="best", frameon=False)
         save(fig, pdf_path, png_path)

@@ -10,7 +10,7 @@ value or NaN, inf/-inf for an infinite one.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -144,14 +144,33 @@ def truncation_markdown(truncations: pd.DataFrame, query_set: str = "main") -> l
     return lines
 
 
+def _sweep_tables(sweep_df: pd.DataFrame, strategies: Sequence[str]) -> list[str]:
+    from anchormask.reporting.arms import sweep_pair
+
+    first, lines = strategies[0], []
+    for other in strategies[1:]:
+        if lines:
+            lines.append("")
+        lines += [f"## Sweep: {first} vs {other}, held-out pooled (Holm over {_family(sweep_df)})", "",
+                  f"| size | steps | N | mean {first} | mean {other} | {first}/{other} [CI] | {first}−{other} [CI] | "
+                  "P(a>b) | p | p Holm | report |",
+                  "|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|"]
+        for row in sweep_pair(sweep_df, strategies, other).to_dict("records"):
+            lines.append(f"| {int(row['train_size'])} | {int(row['train_steps'])} | {_n(row)} | "
+                         f"{number(row['mean_a'], '.3f')} | {number(row['mean_b'], '.3f')} | {ratio_cell(row)} | "
+                         f"{diff_cell(row)} | {number(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
+    return lines
+
+
 def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
                       base_description: Mapping[str, Any] | str, content_df: pd.DataFrame,
                       per_seed_df: pd.DataFrame | None = None, alt_df: pd.DataFrame | None = None,
-                      truncations: pd.DataFrame | None = None) -> str:
+                      truncations: pd.DataFrame | None = None, *, sweep_strategies: Sequence[str]) -> str:
     """The headline tables: how many anchors were truncated (``tables.anchor_truncations``), the
     comparisons (the report's figures beside ours), per training seed when there are several
     (``pairwise.per_seed``), the held-out comparisons on the second query set when there is one, the
-    same comparisons on content-word overlap, the sweep."""
+    same comparisons on content-word overlap, the sweep: one table per strategy the first of
+    ``sweep_strategies`` (config ``sweep.strategies``) is compared with."""
     if isinstance(base_description, Mapping):
         base = f"`{base_description.get('path')}` (sha256 `{base_description.get('sha256')}`)"
     else:
@@ -174,14 +193,7 @@ def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
              "corpus_overlap counted over content words only (stop words removed from the text and the "
              "vocabulary): an advantage that vanishes here is carried by function words.", "",
              *_comparison_table(content_df), "",
-             f"## Sweep: anchor vs random, held-out pooled (Holm over {_family(sweep_df)})", "",
-             "| size | steps | N | mean anchor | mean random | anchor/random [CI] | anchor−random [CI] | "
-             "P(a>b) | p | p Holm | report |",
-             "|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|"]
-    for row in sweep_df.to_dict("records"):
-        lines.append(f"| {int(row['train_size'])} | {int(row['train_steps'])} | {_n(row)} | "
-                     f"{number(row['mean_a'], '.3f')} | {number(row['mean_b'], '.3f')} | {ratio_cell(row)} | {diff_cell(row)} | "
-                     f"{number(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
+             *_sweep_tables(sweep_df, sweep_strategies)]
     conf = sorted(set(comparisons_df["confidence"])) if len(comparisons_df) else []
     lines += ["", "## Notes", "",
               f"- Base: {base}.",

@@ -88,6 +88,11 @@ def sweep_points(config: dict[str, Any]) -> list[tuple[str, int, int]]:
     return [(st, n, k) for st in sweep["strategies"] for n in sweep["sizes"] for k in sweep["steps"]]
 
 
+def sweep_arm(strategy: str, size: int, steps: int) -> str:
+    """The arm name of one sweep point's generations (and of the sweep statistics' ``a`` and ``b``)."""
+    return f"sweep:{strategy}_n{size}_s{steps}"
+
+
 def sweep_adapters(config: dict[str, Any], strategy: str, size: int, steps: int) -> list[AdapterJob]:
     seeds = config["sweep"].get("seeds") or config["train"]["seeds"]
     return [AdapterJob(strategy, "full", size, steps, s) for s in seeds]
