@@ -25,7 +25,7 @@ rule verify_base:
 # Building the embedded base (not part of the default target; data/base/README.md). The text is
 # read from Debian's wordnet-base and dict-gcide; the training state lives in results/pretrain/state
 # (not an output, so a rerun resumes from it). Afterwards copy results/pretrain/base to data/base
-# and pin its hash (README "The embedded base").
+# and pin its hash (docs/embedded-base.md).
 rule pretrain_text:
     input:
         study=study_text_files(),

@@ -1,4 +1,4 @@
-# Several bases in one run (config `bases:`, README "Several bases in one run"). Each base's study is
+# Several bases in one run (config `bases:`, docs/bases.md). Each base's study is
 # one instance of workflow/study.smk, a Snakemake module whose results/ paths are rewritten to
 # results/bases/<name>/, its rules named base_<name>_<rule>. Then the comparison across bases:
 # results/tables/bases.{md,parquet}, results/figures/bases.{pdf,png} and results/report/paper.html.

@@ -1,4 +1,4 @@
-# lm-evaluation-harness (README "Standard benchmarks"): the base and every arm's adapters (default size and
+# lm-evaluation-harness (docs/lm-eval.md): the base and every arm's adapters (default size and
 # steps, each training seed) on the tasks of the optional top-level `lm_eval: {tasks: [...], ...}`, whose
 # defaults are the config schema's; absent or empty tasks: no rule here and nothing in the default target.
 # One job per (arm, training seed, task) with the `anchormask` model (src/anchormask/harness/), then the table
