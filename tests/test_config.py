@@ -7,8 +7,7 @@ from anchormask.settings import config, study
 
 from anchormask.settings import layers as config_layers
 from anchormask import fileio
-from helpers import build_tiny_model
-from helpers import REPO, merged
+from helpers import REPO, build_tiny_model
 
 pytestmark = pytest.mark.unit
 
@@ -108,7 +107,7 @@ def test_shipped_configs_are_valid(default):  # config.yaml itself: the `default
     overlays = [REPO / "tests" / "configs" / "tiny.yaml", *sorted((REPO / "config").glob("*.yaml"))]
     assert len(overlays) >= 2
     for path in overlays:
-        config.validate(merged(default, yaml.safe_load(path.read_text())), str(path))
+        config.validate(config_layers.merge(default, yaml.safe_load(path.read_text())), str(path))
 
 
 def test_in_domain_listed_as_held_out_is_named(default):
