@@ -10,6 +10,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = "tests/configs/tiny.yaml"  # the reduced study's config overlay, relative to a repository copy
+# Smaller studies are layers over TINY (--configfile TINY SMALL [FAMILY]), each with helpers.keep_arms.
+SMALL = "tests/configs/layers/small.yaml"
+FAMILY = "tests/configs/layers/family.yaml"
+ARMS = ("base", "anchor", "random")  # the smaller studies' arms
 WORDS = ("the a of in is was river lake mountain sea city capital north south east west largest deepest "
          "longest highest world country flows into through which what where does planet star sun moon "
          "law court food bread salt heart blood ? . ,").split()
@@ -79,6 +83,20 @@ def job_counts(output: str) -> dict[str, int]:
                 counts[parts[0]] = int(parts[1])
             break
     return counts
+
+
+def keep_arms(repo: Path, arms: tuple[str, ...] = ARMS) -> Path:
+    """Leave only ``arms`` and the comparisons between them in ``repo``'s config.yaml: what a layer cannot
+    do, since Snakemake merges mappings key by key (a layer changes or adds arms, never removes one)."""
+    import yaml
+
+    path = repo / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["arms"] = {name: config["arms"][name] for name in arms}
+    config["statistics"]["comparisons"] = [c for c in config["statistics"]["comparisons"]
+                                           if {c["a"], c["b"]} <= set(arms)]
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return repo
 
 
 def build_tiny_model(path: Path, *, layers: int = 2, hidden: int = 32, seed: int = 0) -> Path:

@@ -7,7 +7,7 @@ from anchormask.settings import config, study
 
 from anchormask.settings import layers as config_layers
 from anchormask import fileio
-from helpers import REPO, build_tiny_model
+from helpers import FAMILY, REPO, SMALL, TINY, build_tiny_model
 
 pytestmark = pytest.mark.unit
 
@@ -104,10 +104,14 @@ def test_the_three_seed_variant_adds_two_seeds_of_the_main_arms_only(default):
 
 
 def test_shipped_configs_are_valid(default):  # config.yaml itself: the `default` fixture loads and validates it
-    overlays = [REPO / "tests" / "configs" / "tiny.yaml", *sorted((REPO / "config").glob("*.yaml"))]
-    assert len(overlays) >= 2
+    overlays = sorted((REPO / "config").glob("*.yaml"))
+    assert overlays
     for path in overlays:
         config.validate(config_layers.merge(default, yaml.safe_load(path.read_text())), str(path))
+    stack = default  # the tests' reduced study and its smaller layers, each over the ones before it
+    for layer in (TINY, SMALL, FAMILY):
+        stack = config_layers.merge(stack, yaml.safe_load((REPO / layer).read_text()))
+        config.validate(stack, layer)
 
 
 def test_in_domain_listed_as_held_out_is_named(default):
