@@ -6,7 +6,6 @@ import json
 import pytest
 
 from anchormask.embedded_base import pretrain_text as pt
-from helpers import REPO
 
 pytestmark = pytest.mark.unit
 
