@@ -280,67 +280,24 @@ def snakemake_exe() -> str:
     return str(Path(python()).with_name("snakemake"))
 
 
-# Never copied when the tree is walked without git (what .gitignore leaves out, and the outputs).
-SKIP_DIRS = {".git", ".snakemake", "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache"}
+def tests_module(name: str):
+    """A module of tests/, imported without leaving tests/ on sys.path: the benchmarks use the tests'
+    tiny checkpoints (tiny_families) and their copy of the working tree (helpers)."""
+    import importlib
 
-
-def git_files(root: Path) -> list[str] | None:
-    """The files git sees in ``root`` (tracked and untracked-but-not-ignored), or None where ``root`` is
-    not the top of a git working tree (a release archive; a folder inside someone else's repository)."""
+    tests = str(REPO / "tests")
+    sys.path.insert(0, tests)
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True,
-                             timeout=30)
-        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != root.resolve():
-            return None
-        listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
-                                capture_output=True, timeout=60).stdout.decode().split("\0")
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return [name for name in listed if name]
-
-
-def tree_files(root: Path) -> list[str]:
-    """Every file under ``root`` but virtual environments, caches, .git and Snakemake's state."""
-    names = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".venv")
-                         and not d.endswith(".egg-info"))
-        rel = Path(folder).relative_to(root)
-        names += [(rel / f).as_posix() for f in sorted(files) if not f.endswith((".pyc", ".tmp"))]
-    return names
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(tests)
 
 
 def copy_repo(dest: Path, root: Path | None = None) -> Path:
-    """The working tree without results/ outputs: the files git sees or, without git (a release archive),
-    the whole tree less virtual environments, caches, .git and .snakemake.
-
-    The one copy the benchmarks and the tests make (tests/helpers.py imports it): results/ keeps only
-    its README, so a copy plans every job of the default target, as a fresh clone does.
-    """
-    root = root or REPO
-    files = git_files(root)
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in files if files is not None else tree_files(root):
-        if name.startswith("results/") and name != "results/README.md":
-            continue
-        src = root / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-    return dest
+    """The working tree without results/ outputs, copied as the tests copy it (tests/helpers.py)."""
+    return tests_module("helpers").copy_repo(dest, root)
 
 
 def job_counts(output: str) -> dict[str, int]:
-    """Rule -> job count from a dry run's job-stats table (empty when nothing is to be done); the
-    rows sum to the table's total."""
-    counts: dict[str, int] = {}
-    lines = output.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("Job stats:"):
-            for row in lines[i + 3:]:
-                parts = row.split()
-                if len(parts) != 2 or parts[0] == "total":
-                    break
-                counts[parts[0]] = int(parts[1])
-            break
-    return counts
+    """Rule -> job count from a dry run's job-stats table, read as the tests read it (tests/helpers.py)."""
+    return tests_module("helpers").job_counts(output)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import resource
-import sys
 import tempfile
 import time
 import traceback
@@ -301,10 +300,7 @@ def sampler_runs(base: Base, device, retrieved: list[dict], settings, steps: dic
 
 def tiny_llada(work: Path) -> Base:
     """The tests' tiny LLaDA-style checkpoint (tests/tiny_families.py), built under ``work``."""
-    tests = str(common.REPO / "tests")
-    if tests not in sys.path:
-        sys.path.append(tests)
-    import tiny_families
+    tiny_families = common.tests_module("tiny_families")
 
     if not tiny_families.remote_code_runs():
         import transformers

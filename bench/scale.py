@@ -90,13 +90,7 @@ def checkpoint(name: str, family: str, raw: dict | None, work: Path) -> Path:
     """A folder with the shape's config.json, the family's tokenizer and code; no weights that are read."""
     if raw is None:
         return common.base_dir(common.load_config())
-    import sys
-
-    sys.path.insert(0, str(common.REPO / "tests"))
-    try:
-        import tiny_families as tf
-    finally:
-        sys.path.remove(str(common.REPO / "tests"))
+    tf = common.tests_module("tiny_families")
     path = (tf.build_llada if family == "llada" else tf.build_dream)(work / name)
     written = json.loads((path / "config.json").read_text())
     ids = LLADA_IDS if family == "llada" else DREAM_IDS

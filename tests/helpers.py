@@ -1,16 +1,102 @@
-"""Helpers shared by the tests: a tiny masked LM and tiny training settings."""
+"""Helpers shared by the tests (and the benchmarks: the working-tree copy, the dry-run job table): a tiny masked LM,
+tiny training settings, Snakemake runs in a copy of the working tree."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
-
-from bench.common import copy_repo, job_counts  # noqa: F401 (copy_repo: the tests' one copy too)
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = "tests/configs/tiny.yaml"  # the reduced study's config overlay, relative to a repository copy
+# Smaller studies are layers over TINY (--configfile TINY SMALL [FAMILY]), each with helpers.keep_arms.
+SMALL = "tests/configs/layers/small.yaml"
+FAMILY = "tests/configs/layers/family.yaml"
+ARMS = ("base", "anchor", "random")  # the smaller studies' arms
 WORDS = ("the a of in is was river lake mountain sea city capital north south east west largest deepest "
          "longest highest world country flows into through which what where does planet star sun moon "
          "law court food bread salt heart blood ? . ,").split()
+
+
+# Never copied when the tree is walked without git (what .gitignore leaves out, and the outputs).
+SKIP_DIRS = {".git", ".snakemake", "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache"}
+
+
+def git_files(root: Path) -> list[str] | None:
+    """The files git sees in ``root`` (tracked and untracked-but-not-ignored), or None where ``root`` is
+    not the top of a git working tree (a release archive; a folder inside someone else's repository)."""
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True,
+                             timeout=30)
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != root.resolve():
+            return None
+        listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
+                                capture_output=True, timeout=60).stdout.decode().split("\0")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [name for name in listed if name]
+
+
+def tree_files(root: Path) -> list[str]:
+    """Every file under ``root`` but virtual environments, caches, .git and Snakemake's state."""
+    names = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".venv")
+                         and not d.endswith(".egg-info"))
+        rel = Path(folder).relative_to(root)
+        names += [(rel / f).as_posix() for f in sorted(files) if not f.endswith((".pyc", ".tmp"))]
+    return names
+
+
+def copy_repo(dest: Path, root: Path | None = None) -> Path:
+    """The working tree without results/ outputs: the files git sees or, without git (a release archive),
+    the whole tree less virtual environments, caches, .git and .snakemake.
+
+    The one copy the tests and the benchmarks make (bench/common.py imports it): results/ keeps only
+    its README, so a copy plans every job of the default target, as a fresh clone does.
+    """
+    root = root or REPO
+    files = git_files(root)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in files if files is not None else tree_files(root):
+        if name.startswith("results/") and name != "results/README.md":
+            continue
+        src = root / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Rule -> job count from a dry run's job-stats table (empty when nothing is to be done); the
+    rows sum to the table's total."""
+    counts: dict[str, int] = {}
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Job stats:"):
+            for row in lines[i + 3:]:
+                parts = row.split()
+                if len(parts) != 2 or parts[0] == "total":
+                    break
+                counts[parts[0]] = int(parts[1])
+            break
+    return counts
+
+
+def keep_arms(repo: Path, arms: tuple[str, ...] = ARMS) -> Path:
+    """Leave only ``arms`` and the comparisons between them in ``repo``'s config.yaml: what a layer cannot
+    do, since Snakemake merges mappings key by key (a layer changes or adds arms, never removes one)."""
+    import yaml
+
+    path = repo / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["arms"] = {name: config["arms"][name] for name in arms}
+    config["statistics"]["comparisons"] = [c for c in config["statistics"]["comparisons"]
+                                           if {c["a"], c["b"]} <= set(arms)]
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return repo
 
 
 def build_tiny_model(path: Path, *, layers: int = 2, hidden: int = 32, seed: int = 0) -> Path:
@@ -49,16 +135,6 @@ def flip_one_byte(path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
-
-
-def merged(base: dict, overlay: dict) -> dict:
-    """A --configfile overlay over a config, merged the way Snakemake merges them (nested dicts key by key)."""
-    import copy
-
-    out = copy.deepcopy(base)
-    for key, value in overlay.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def snakemake_cli(*args: str) -> list[str]:

@@ -7,8 +7,7 @@ from anchormask.settings import config, study
 
 from anchormask.settings import layers as config_layers
 from anchormask import fileio
-from helpers import build_tiny_model
-from helpers import REPO, merged
+from helpers import FAMILY, REPO, SMALL, TINY, build_tiny_model
 
 pytestmark = pytest.mark.unit
 
@@ -93,22 +92,26 @@ def test_seeds_multiply_every_job(default):
 
 
 def test_the_three_seed_variant_adds_two_seeds_of_the_main_arms_only(default):
-    cfg = copy.deepcopy(default)
-    for key, value in yaml.safe_load((REPO / "config" / "seeds3.yaml").read_text()).items():
-        cfg[key] = {**cfg[key], **value}
+    cfg = config_layers.merge(default, yaml.safe_load((REPO / "config" / "seeds3.yaml").read_text()))
     config.validate(cfg)
     jobs = set(all_adapter_jobs(cfg))
     assert set(all_adapter_jobs(default)) <= jobs  # the default run's adapters are reused
-    assert len(jobs - set(all_adapter_jobs(default))) == 2 * 7  # two more seeds of the 7 adapter arms; the sweep keeps one
+    more_seeds = len(cfg["train"]["seeds"]) - len(default["train"]["seeds"])
+    adapter_arms = sum(1 for arm in default["arms"].values() if arm["strategy"] is not None)
+    assert more_seeds > 0 and len(jobs - set(all_adapter_jobs(default))) == more_seeds * adapter_arms  # the sweep keeps one
     assert [j.seed for j in study.arm_adapters(cfg, "anchor-vo")] == [42, 43, 44]
     assert [j.seed for j in study.sweep_adapters(cfg, "anchor", 72, 100)] == [42]
 
 
 def test_shipped_configs_are_valid(default):  # config.yaml itself: the `default` fixture loads and validates it
-    overlays = [REPO / "tests" / "configs" / "tiny.yaml", *sorted((REPO / "config").glob("*.yaml"))]
-    assert len(overlays) >= 2
+    overlays = sorted((REPO / "config").glob("*.yaml"))
+    assert overlays
     for path in overlays:
-        config.validate(merged(default, yaml.safe_load(path.read_text())), str(path))
+        config.validate(config_layers.merge(default, yaml.safe_load(path.read_text())), str(path))
+    stack = default  # the tests' reduced study and its smaller layers, each over the ones before it
+    for layer in (TINY, SMALL, FAMILY):
+        stack = config_layers.merge(stack, yaml.safe_load((REPO / layer).read_text()))
+        config.validate(stack, layer)
 
 
 def test_in_domain_listed_as_held_out_is_named(default):

@@ -11,9 +11,15 @@ import pytest
 import yaml
 
 from anchormask import data
+from anchormask.settings.layers import merge
 from helpers import TINY, snakemake
 
 pytestmark = pytest.mark.slow
+
+
+def tiny_config(repo) -> dict:
+    """config.yaml with the reduced study's layer over it, as the run merged them."""
+    return merge(yaml.safe_load((repo / "config.yaml").read_text()), yaml.safe_load((repo / TINY).read_text()))
 
 
 def test_every_arm_answers_every_query_with_the_anchor_locked(tiny_study):
@@ -45,18 +51,21 @@ def test_generations_table_has_one_row_per_generation(tiny_study):
 
 
 def test_headline_figures_and_report_exist(tiny_study):
+    cfg = tiny_config(tiny_study)
+    comparisons = cfg["statistics"]["comparisons"]
+    second_set = [c for c in comparisons if c.get("split") != "in_domain"]  # the held-out ones: split or domain
     headline = (tiny_study / "results" / "tables" / "headline.md").read_text()
     assert "heldout_anchor_vs_random" in headline
     for name in ("main", "sweep", "ablation"):
         assert (tiny_study / "results" / "figures" / f"{name}.pdf").stat().st_size > 1000
         assert (tiny_study / "results" / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
-    assert "content-word overlap (Holm over m = 13)" in headline
-    # the second query set: the 12 held-out comparisons beside the first set's
+    assert f"content-word overlap (Holm over m = {len(comparisons)})" in headline
+    # the second query set: the held-out comparisons beside the first set's
     both = headline[headline.index("## Both query sets"):headline.index("## The same comparisons")]
-    assert "(second set: Holm over m = 12)" in both and "| heldout_anchor_vs_random |" in both
+    assert f"(second set: Holm over m = {len(second_set)})" in both and "| heldout_anchor_vs_random |" in both
     assert "indomain_anchor_vs_random" not in both
     samples = (tiny_study / "results" / "tables" / "samples.md").read_text()
-    assert samples.count("\n## ") == 2 * 5 and "| random-qk |" in samples
+    assert samples.count("\n## ") == cfg["report"]["samples_per_domain"] * (1 + len(cfg["data"]["held_out"])) and "| random-qk |" in samples
     snakemake(tiny_study, "--configfile", TINY, "--report", "results/report.html")
     html = (tiny_study / "results" / "report.html").read_text(errors="replace")
     assert "sweep.png" in html and "headline.md" in html and "samples.md" in html
@@ -97,7 +106,9 @@ def test_headline_value_recomputed_from_the_generations(tiny_study):
     their ratio and the exact two-sided sign-flip p-value (N <= 16), against the statistics and the headline."""
     overlaps = _held_out_overlaps(tiny_study, ("anchor", "random"))
     queries = sorted(overlaps["anchor"])
-    assert queries == sorted(overlaps["random"]) and len(queries) == 3 * 4  # 3 queries x 4 held-out domains
+    cfg = tiny_config(tiny_study)  # every held-out domain's first queries
+    assert queries == sorted(overlaps["random"])
+    assert len(queries) == cfg["data"]["max_queries_per_domain"] * len(cfg["data"]["held_out"])
     a = np.array([overlaps["anchor"][q] for q in queries])
     b = np.array([overlaps["random"][q] for q in queries])
     d = a - b

@@ -1,7 +1,8 @@
 """A reduced study run end to end (the default target, every rule) on each family's tiny checkpoint.
 
-Smaller than tests/configs/tiny.yaml (three arms, one held-out domain, two training jobs) so
-that six families stay within a few minutes; the DAG has every rule of the default target.
+tests/configs/tiny.yaml with the layers small.yaml and family.yaml (three arms, one held-out domain,
+two training jobs), so that six families stay within a few minutes; the DAG has every rule of the
+default target.
 LLaDA and Dream need transformers 4.x (CI runs them in .venv-remote); each decodes as its own
 users decode it: Dream with its card's entropy algorithm, temperature 0.2 and top_p 0.95 on its
 time schedule, LLaDA-8B-Instruct's chat layout with classifier-free guidance (cfg_scale 1.0).
@@ -14,7 +15,7 @@ import pytest
 import yaml
 
 from anchormask import checksum, data
-from helpers import copy_repo, snakemake
+from helpers import FAMILY, SMALL, TINY, copy_repo, keep_arms, snakemake
 from tiny_families import BUILDERS, FAMILIES, REMOTE, remote_code_runs
 
 pytestmark = pytest.mark.slow
@@ -25,23 +26,15 @@ DECODING = {"dream": {"remasking": "entropy", "temperature": 0.2, "top_p": 0.95,
             "llada": {"cfg_scale": 1.0}}
 
 
-def family_config(repo, base, family):
-    cfg = yaml.safe_load((repo / "config.yaml").read_text())
-    cfg["base"] = {"path": str(base), "sha256": checksum.directory_sha256(base),
-                   "trust_remote_code": family in REMOTE, "device": "cpu"}
+def family_layer(dest, base, family):
+    """The last layer of the family's study: its tiny checkpoint and its own decoding."""
+    layer = {"base": {"path": str(base), "sha256": checksum.directory_sha256(base),
+                      "trust_remote_code": family in REMOTE, "device": "cpu"},
+             "generation": DECODING.get(family, {})}
     if family == "llada":
-        cfg["base"]["layout"] = "chat"  # the Instruct template end to end (the tiny tokenizer has LLaDA-8B-Instruct's)
-    # one query set: the second one is exercised by the BERT study (tests/test_end_to_end.py)
-    cfg["data"].update(held_out=["astronomy"], max_queries_per_domain=2, alt_queries_dir=None)
-    cfg["train"].update(batch_size=4, warmup_steps=1, log_every=5, default={"size": 8, "steps": 3})
-    cfg["arms"] = {a: cfg["arms"][a] for a in ("base", "anchor", "random")}
-    cfg["sweep"] = {"strategies": ["anchor", "random"], "sizes": [8], "steps": [3]}
-    cfg["generation"].update(answer_len=24, steps=3, batch_size=16, **DECODING.get(family, {}))
-    cfg["statistics"].update(resamples=200, sweep_report={}, comparisons=[
-        {"name": "heldout_anchor_vs_random", "a": "anchor", "b": "random", "split": "held_out"},
-        {"name": "heldout_anchor_vs_base", "a": "anchor", "b": "base", "split": "held_out"}])
-    cfg["probes"] = {"maskcount_k": [0, 4], "attention_arms": ["base", "anchor"]}
-    (repo / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        layer["base"]["layout"] = "chat"  # the Instruct template end to end (the tiny tokenizer has LLaDA-8B-Instruct's)
+    dest.write_text(yaml.safe_dump(layer, sort_keys=False))
+    return dest
 
 
 # BERT's reduced study is tests/test_end_to_end.py (the tiny_study fixture). RoBERTa is BERT's
@@ -53,9 +46,9 @@ def test_reduced_study_runs_to_the_end(family, tmp_path_factory):
         pytest.skip("remote code needs transformers 4.x (.venv-remote, envs/requirements-remote.txt)")
     root = tmp_path_factory.mktemp(f"study-{family}")
     base = BUILDERS[family](root / "base")
-    repo = copy_repo(root / "repo")
-    family_config(repo, base, family)
-    snakemake(repo, "--cores", "2")
+    repo = keep_arms(copy_repo(root / "repo"))
+    layers = [TINY, SMALL, FAMILY, str(family_layer(root / "family.yaml", base, family))]
+    snakemake(repo, "--cores", "2", "--configfile", *layers)
     results = repo / "results"
     rows = data.load_generations(results / "generations" / "all.jsonl")
     assert len(rows) == 3 * 4 and {r["arm"] for r in rows} == {"base", "anchor", "random"}

@@ -21,23 +21,12 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from helpers import TINY, copy_repo, snakemake, snakemake_cli
+from helpers import SMALL, TINY, copy_repo, keep_arms, snakemake, snakemake_cli
 from slurm_cluster import STATUS_OPTION, slurm_cluster  # noqa: F401  (session fixture)
 
 pytestmark = pytest.mark.slurm
 
-# On top of tiny.yaml: 2 queries per domain, and the sweep's one point is the arms' own training
-# job (size 8, 3 steps), so 2 trainings feed 3 arms and 2 sweep generations.
-REDUCED = """\
-data: {max_queries_per_domain: 2}
-train: {default: {size: 8, steps: 3}}
-sweep: {strategies: [anchor, random], sizes: [8], steps: [3]}
-"""
-# A config overlay cannot delete arms (Snakemake merges dicts), so the copies' config.yaml keeps
-# only these arms and the comparisons between them.
-ARMS = ("base", "anchor", "random")
 TARGET = "results/tables/headline.md"
 REMOTE_RULES = {"train_adapter", "generate_arm", "generate_sweep", "aggregate", "aggregate_sweep", "statistics",
                 "statistics_sweep"}
@@ -46,18 +35,6 @@ COMPARED = ("results/generations/**/*.jsonl", "results/tables/*.parquet", "resul
 FAST_POLLING = ["--slurm-init-seconds-before-status-checks", "2", "--seconds-between-status-checks", "2"]
 TEST_RESOURCES = ["--default-resources", "slurm_partition=main", "runtime=60", "mem_mb=1000", "cpus_per_task=1"]
 SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+)")
-
-
-def _reduced_repo(dest: Path, overlay: Path) -> Path:
-    """A copy of the working tree whose config.yaml has only ARMS (see REDUCED for the rest)."""
-    repo = copy_repo(dest)
-    config = yaml.safe_load((repo / "config.yaml").read_text())
-    config["arms"] = {name: config["arms"][name] for name in ARMS}
-    config["statistics"]["comparisons"] = [c for c in config["statistics"]["comparisons"]
-                                           if {c["a"], c["b"]} <= set(ARMS)]
-    (repo / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    overlay.write_text(REDUCED)
-    return repo
 
 
 def _through_slurm(cluster, workdir: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
@@ -89,9 +66,8 @@ def _queue(cluster) -> dict[str, tuple[str, str]]:
 
 
 def test_slurm_run_matches_local_run(slurm_cluster, tmp_path):  # noqa: F811
-    local = _reduced_repo(tmp_path / "local", tmp_path / "reduced.yaml")
-    remote = _reduced_repo(tmp_path / "remote", tmp_path / "reduced.yaml")
-    config = ["--configfile", TINY, str(tmp_path / "reduced.yaml")]
+    local, remote = keep_arms(copy_repo(tmp_path / "local")), keep_arms(copy_repo(tmp_path / "remote"))
+    config = ["--configfile", TINY, SMALL]  # the reduced study, smaller (tests/configs/layers/small.yaml)
     # The local run goes alongside the SLURM run, whose wall time is mostly the executor's polling.
     start = time.monotonic()
     with open(tmp_path / "local.log", "w") as log:

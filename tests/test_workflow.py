@@ -15,14 +15,41 @@ def repo(repo_copy):
     return repo_copy
 
 
-def test_default_dag_has_one_job_per_training_config_and_arm(default_dag):
-    jobs = default_dag
-    assert jobs["train_adapter"] == 17
-    assert jobs["generate_arm"] == 8 and jobs["generate_sweep"] == 12
-    assert jobs["verify_base"] == 1 and jobs["retrieve"] == 9  # 5 domains of the main query set, 4 of the second
-    assert jobs["aggregate"] == 1 and jobs["statistics"] == 1 and jobs["figure"] == 3
+@pytest.fixture(scope="module")
+def default_config():
+    from anchormask.settings import config
+
+    return config.load(REPO / "config.yaml")
+
+
+def trainings(cfg) -> tuple[set, set]:
+    """(the arms' adapters, the sweep's) as (strategy, targets, size, steps, seed), counted from config.yaml by
+    hand: each adapter arm trains at train.default per seed; each sweep point trains full targets per seed."""
+    seeds, default, sweep = cfg["train"]["seeds"], cfg["train"]["default"], cfg["sweep"]
+    arms = {(arm["strategy"], arm["targets"], default["size"], default["steps"], seed)
+            for arm in cfg["arms"].values() if arm["strategy"] is not None for seed in seeds}
+    points = {(strategy, "full", size, steps, seed) for strategy in sweep["strategies"] for size in sweep["sizes"]
+              for steps in sweep["steps"] for seed in sweep.get("seeds") or seeds}
+    return arms, points
+
+
+def sweep_points(cfg) -> int:
+    return len(cfg["sweep"]["strategies"]) * len(cfg["sweep"]["sizes"]) * len(cfg["sweep"]["steps"])
+
+
+def test_default_dag_has_one_job_per_training_config_and_arm(default_dag, default_config):
+    jobs, cfg = default_dag, default_config
+    arms, points = trainings(cfg)
+    assert arms & points  # the sweep reuses the arms' default training, once
+    assert jobs["train_adapter"] == len(arms | points)
+    assert jobs["generate_arm"] == len(cfg["arms"]) and jobs["generate_sweep"] == sweep_points(cfg)
+    held_out = cfg["data"]["held_out"]  # every domain of the main query set, the held-out ones of the second
+    assert jobs["retrieve"] == 1 + len(held_out) + (len(held_out) if cfg["data"]["alt_queries_dir"] else 0)
+    assert jobs["verify_base"] == 1 and jobs["aggregate"] == 1 and jobs["statistics"] == 1
+    assert jobs["figure"] == 3  # main, sweep, ablation
     assert jobs["samples"] == 1 and jobs["paper"] == 1
-    assert jobs["probe_maskcount_generate"] == 3  # one per arm, every k of the probe in it
+    # one job per probed arm (the base, anchor and random arms: schema, probes.maskcount_k), every k in it
+    assert jobs["probe_maskcount_generate"] == len({"base", "anchor", "random"} & set(cfg["arms"]))
 
 
 def test_the_docs_state_the_default_dags_job_count(default_dag):
@@ -33,11 +60,12 @@ def test_the_docs_state_the_default_dags_job_count(default_dag):
     assert readme and bench and {int(n) for n in readme + bench} == {total}
 
 
-def test_sweep_figure_builds_only_what_the_sweep_needs(repo):
+def test_sweep_figure_builds_only_what_the_sweep_needs(repo, default_config):
     jobs = dry_run_jobs(repo, "results/figures/sweep.pdf")
     assert set(jobs) == {"verify_base", "retrieve", "train_adapter", "generate_sweep", "aggregate_sweep",
                          "statistics_sweep", "figure"}
-    assert jobs["train_adapter"] == 12 and jobs["generate_sweep"] == 12 and jobs["figure"] == 1
+    assert jobs["train_adapter"] == len(trainings(default_config)[1]) and jobs["figure"] == 1
+    assert jobs["generate_sweep"] == sweep_points(default_config)
 
 
 def test_bad_config_stops_the_dag_build_naming_the_key(repo, tmp_path):
@@ -97,8 +125,11 @@ def test_model_jobs_ask_for_memory_from_the_memory_model(repo, tmp_path):
     gpu = [int(m) for m in re.findall(r"gpu_mem_mb=(\d+)", text)]
     assert train_mem == [train["mem_mb"]] and sorted(gpu) == sorted([train["gpu_mem_mb"], generate["gpu_mem_mb"]])
     assert train["gpu_mem_mb"] > 16 * 1024  # an 8B model's bf16 weights alone are 15 GiB
+    embedded = scale.study_config(None)  # the default base, as the memory model sizes it
+    embedded["base"] |= {"path": str(REPO / embedded["base"]["path"])}
     default = snakemake(repo, "-n", "results/adapters/reverse_full_n144_s300_seed42")
-    assert re.search(r"rule train_adapter:.*?\bmem_mb=4000\b", default.stdout + default.stderr, re.S)
+    asked = memory.job_requests(embedded, "train")["mem_mb"]
+    assert re.search(rf"rule train_adapter:.*?\bmem_mb={asked}\b", default.stdout + default.stderr, re.S)
 
 
 def test_nested_command_line_override_is_typed_and_reaches_the_jobs(repo, default_dag):
