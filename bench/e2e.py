@@ -89,7 +89,7 @@ def run(threads: int | None = None, cores: int = 2, extra_args: tuple[str, ...] 
     finally:
         shutil.rmtree(work, ignore_errors=True)
     summed = sum(r["s"] for r in rules.values())
-    cpu = common.cpu_model()  # the time depends on the CPU model (README "Time of the main job")
+    cpu = common.cpu_model()  # the time depends on the CPU model (docs/time-and-benchmarks.md)
     say(f"e2e: {wall:.1f} s wall; rule time summed {summed:.1f} s (on {cores} cores, {cpu})")
     for name, r in rules.items():
         say(f"e2e:   {name:<22} {r['jobs']:4d} jobs {r['s']:9.1f} s  max RSS {r['max_rss_mib']:.0f} MiB")

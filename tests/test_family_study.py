@@ -21,7 +21,7 @@ from tiny_families import BUILDERS, FAMILIES, REMOTE, remote_code_runs
 pytestmark = pytest.mark.slow
 
 
-# Each remote family's own decoding (README "Using a real base"; config/bases/ has the full layers).
+# Each remote family's own decoding (docs/real-bases.md; config/bases/ has the full layers).
 DECODING = {"dream": {"remasking": "entropy", "temperature": 0.2, "top_p": 0.95, "schedule": "dream"},
             "llada": {"cfg_scale": 1.0}}
 

@@ -1,4 +1,4 @@
-"""The study layers for real bases (config/bases/, README "Using a real base"): each one valid over
+"""The study layers for real bases (config/bases/, docs/real-bases.md): each one valid over
 config.yaml, stopped clearly while its path is the placeholder, and its DAG built with a tiny
 checkpoint of its family in place of the real one (one dry run per layer)."""
 
@@ -16,8 +16,11 @@ from tiny_families import BUILDERS
 pytestmark = pytest.mark.workflow
 
 LAYERS = sorted((REPO / "config" / "bases").glob("*.yaml"))
-def test_a_layer_for_each_real_base_the_readme_lists():
-    listed = set(re.findall(r"^\| [^|]+ \| `config/bases/([\w.-]+)\.yaml` \|", (REPO / "README.md").read_text(), re.M))
+
+
+def test_a_layer_for_each_real_base_the_docs_list():
+    page = (REPO / "docs" / "real-bases.md").read_text()
+    listed = set(re.findall(r"^\| [^|]+ \| `config/bases/([\w.-]+)\.yaml` \|", page, re.M))
     assert listed and [p.stem for p in LAYERS] == sorted(listed)
 
 

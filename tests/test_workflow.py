@@ -53,7 +53,7 @@ def test_default_dag_has_one_job_per_training_config_and_arm(default_dag, defaul
 
 
 def test_the_docs_state_the_default_dags_job_count(default_dag):
-    """README's benchmark table and bench/README.md give the default DAG's size: the dry run's total."""
+    """README.md and bench/README.md give the default DAG's size: the dry run's total."""
     total = sum(default_dag.values())
     readme = re.findall(r"DAG: `snakemake -n`, (\d+) jobs", (REPO / "README.md").read_text())
     bench = re.findall(r"full default DAG \((\d+) jobs\)", (REPO / "bench" / "README.md").read_text())
