@@ -239,7 +239,7 @@ def train_check(base: Base, runtime, pairs: list[dict], settings: dict[str, Any]
 
 
 def generate_timed(backbone, runtime, requests, settings) -> tuple[list[list[int]], float]:
-    from anchormask.generation import decoding, sampler
+    from anchormask.generation import sampler
 
     synchronize(runtime.device)
     t = time.perf_counter()
@@ -249,7 +249,7 @@ def generate_timed(backbone, runtime, requests, settings) -> tuple[list[list[int
 
 
 def reference_timed(backbone, requests, settings) -> tuple[list[list[int]], float]:
-    from anchormask.generation import decoding, sampler
+    from anchormask.generation import decoding
     from bench.reference import reference_generate
 
     suppressed = decoding.suppressed_token_ids(backbone)
@@ -264,8 +264,8 @@ def reference_timed(backbone, requests, settings) -> tuple[list[list[int]], floa
 
 def sampler_runs(base: Base, device, retrieved: list[dict], settings, steps: dict[str, dict]) -> None:
     """float32 batched against the reference on the device; bf16 and the CPU against that float32 run."""
-    from anchormask.model import backbone as bb
     from anchormask.generation import arm_answers
+    from anchormask.model import backbone as bb
 
     def on(dev, dtype):
         runtime = bb.Runtime(dev, dtype)
@@ -348,7 +348,7 @@ def run(threads: int | None = None, device: str = "cuda") -> tuple[dict, list[Li
     import torch
 
     from anchormask import data
-    from anchormask.generation import decoding, sampler
+    from anchormask.generation import sampler
     from anchormask.settings import study
 
     cfg = common.load_config()

@@ -20,8 +20,8 @@ def main(argv: list[str]) -> int:
 
     if argv[0] == "imports":
         return 0
-    from bench import common
     from anchormask.settings import study
+    from bench import common
 
     cfg = common.load_config()
     base = common.base(cfg)

@@ -77,7 +77,6 @@ def base_table() -> list[dict[str, Any]]:
     """The README's memory table: each layer of config/bases/ at its own settings, on a GPU (bf16) and,
     for the 1.3B shape, on the CPU (float32), from the package's model."""
     from anchormask.model import memory
-
     from bench import scale
 
     rows = []

@@ -85,7 +85,7 @@ def run_reference(backbone, requests, settings, suppressed) -> tuple[list[list[i
 
 def timed_generate(backbone, runtime, requests, settings):
     """(results, wall seconds, ForwardClock) of one sampler.generate over every request."""
-    from anchormask.generation import decoding, sampler
+    from anchormask.generation import sampler
 
     with ForwardClock(backbone) as clock:
         t = time.perf_counter()

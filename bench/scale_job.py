@@ -110,8 +110,8 @@ def synthetic_pairs(backbone, seq_len: int, batch: int, seed: int = 0):
 
 
 def train_once(backbone, runtime, spec: dict) -> dict:
-    from anchormask.training import masking, train
     from anchormask.settings import study
+    from anchormask.training import masking, train
 
     settings = spec["train"]
     job = study.AdapterJob("anchor", "full", settings["batch_size"], 1, 42)
@@ -171,7 +171,6 @@ def _sync(runtime) -> None:
 
 def main(argv: list[str]) -> int:
     from anchormask.generation import arm_answers, sampler  # noqa: F401  (what every model job imports first)
-    from anchormask.training import train
 
     spec = json.loads(Path(argv[0]).read_text())
     backbone, runtime, load_s = load(spec)

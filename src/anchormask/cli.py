@@ -21,9 +21,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from anchormask.checksum import directory_sha256
 from anchormask.repro import audit
 from anchormask.settings import study
-from anchormask.checksum import directory_sha256
 
 
 def _hash(args: argparse.Namespace) -> int:
@@ -67,13 +67,12 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _evaluate_base(args: argparse.Namespace) -> int:
-    from anchormask.settings import config
     from anchormask import fileio
-    from anchormask.model import modeljob
-    from anchormask.repro import runlog
     from anchormask.embedded_base import pretrain_text
-    from anchormask.model import base_eval
+    from anchormask.model import base_eval, modeljob
     from anchormask.reporting.markdown import base_evaluation_markdown
+    from anchormask.repro import runlog
+    from anchormask.settings import config
 
     runlog.log_to(None)
     cfg = config.load(args.config)
@@ -137,8 +136,8 @@ def run_lm_eval(argv: Sequence[str]) -> int:
 
 
 def _lm_eval_tasks(args: argparse.Namespace) -> int:
-    from anchormask.settings import config
     from anchormask.harness import tasks
+    from anchormask.settings import config
 
     counts = tasks.build(config.load(args.config), seed=args.seed)
     print(", ".join(f"{task}: {n} items" for task, n in counts.items()), f"(in {tasks.TASK_DIR})")

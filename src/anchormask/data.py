@@ -7,8 +7,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from anchormask import schemas
-from anchormask import fileio
+from anchormask import fileio, schemas
 
 
 @cache

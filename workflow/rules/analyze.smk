@@ -16,17 +16,17 @@ rule aggregate:
         corpora=corpus_files(),
     output:
         "results/tables/generations.parquet",
-    params:
-        domains=as_json(DOMAINS),
     log:
         "results/logs/aggregate.log",
     benchmark:
         "results/benchmarks/aggregate.tsv"
+    conda:
+        ENV
     resources:
         mem_mb=2000,
         runtime=10,
-    conda:
-        ENV
+    params:
+        domains=as_json(DOMAINS),
     script:
         "../scripts/aggregate.py"
 
@@ -37,17 +37,17 @@ rule aggregate_sweep:
         corpora=corpus_files(),
     output:
         "results/tables/sweep.parquet",
-    params:
-        domains=as_json(DOMAINS),
     log:
         "results/logs/aggregate_sweep.log",
     benchmark:
         "results/benchmarks/aggregate_sweep.tsv"
+    conda:
+        ENV
     resources:
         mem_mb=2000,
         runtime=10,
-    conda:
-        ENV
+    params:
+        domains=as_json(DOMAINS),
     script:
         "../scripts/aggregate.py"
 
@@ -57,19 +57,19 @@ rule statistics:
         rules.aggregate.output[0],
     output:
         **{name: f"results/stats/{name}.parquet" for name in COMPARISON_TABLES},
-    params:
-        kind="comparisons",
-        tables=as_json([{"table": name, **spec} for name, spec in COMPARISON_TABLES.items()]),
-        settings=statistics_settings("comparisons"),
     log:
         "results/logs/statistics.log",
     benchmark:
         "results/benchmarks/statistics.tsv"
+    conda:
+        ENV
     resources:
         mem_mb=2000,
         runtime=10,
-    conda:
-        ENV
+    params:
+        kind="comparisons",
+        tables=as_json([{"table": name, **spec} for name, spec in COMPARISON_TABLES.items()]),
+        settings=statistics_settings("comparisons"),
     script:
         "../scripts/statistics.py"
 
@@ -79,26 +79,25 @@ rule statistics_sweep:
         rules.aggregate_sweep.output[0],
     output:
         "results/stats/sweep.parquet",
+    log:
+        "results/logs/statistics_sweep.log",
+    benchmark:
+        "results/benchmarks/statistics_sweep.tsv"
+    conda:
+        ENV
+    resources:
+        mem_mb=2000,
+        runtime=10,
     params:
         kind="sweep",
         tables=as_json([{"table": "sweep", "metric": "overlap", "query_set": "main"}]),
         settings=statistics_settings("sweep"),
         strategies=as_json(config["sweep"]["strategies"]),  # the first against each of the others
-    log:
-        "results/logs/statistics_sweep.log",
-    benchmark:
-        "results/benchmarks/statistics_sweep.tsv"
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    conda:
-        ENV
     script:
         "../scripts/statistics.py"
 
 
 rule headline:
-    localrule: True
     input:
         comparisons=rules.statistics.output.comparisons,
         content=rules.statistics.output.content_comparisons,
@@ -111,25 +110,25 @@ rule headline:
             caption="../report/headline.rst",
             category="1. Headline",
         ),
-    params:
-        base=as_json({"path": BASE["path"], "sha256": BASE["sha256"]}),
-        comparisons=as_json(config["statistics"]["comparisons"]),
-        sweep_strategies=as_json(config["sweep"]["strategies"]),
     log:
         "results/logs/headline.log",
     benchmark:
         "results/benchmarks/headline.tsv"
+    localrule: True
+    conda:
+        ENV
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        ENV
+    params:
+        base=as_json({"path": BASE["path"], "sha256": BASE["sha256"]}),
+        comparisons=as_json(config["statistics"]["comparisons"]),
+        sweep_strategies=as_json(config["sweep"]["strategies"]),
     script:
         "../scripts/headline.py"
 
 
 rule samples:
-    localrule: True
     input:
         generations=rules.gather_generations.output[0],
         table=rules.aggregate.output[0],
@@ -139,16 +138,17 @@ rule samples:
             caption="../report/samples.rst",
             category="2. Samples",
         ),
-    params:
-        settings=as_json({"arms": ARMS, "domains": DOMAINS, "per_domain": config["report"]["samples_per_domain"]}),
     log:
         "results/logs/samples.log",
     benchmark:
         "results/benchmarks/samples.tsv"
+    localrule: True
+    conda:
+        ENV
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        ENV
+    params:
+        settings=as_json({"arms": ARMS, "domains": DOMAINS, "per_domain": config["report"]["samples_per_domain"]}),
     script:
         "../scripts/samples.py"

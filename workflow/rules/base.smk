@@ -2,22 +2,22 @@
 
 
 rule verify_base:
-    localrule: True
     input:
         base_files(),
     output:
         "results/base/verified.json",
-    params:
-        base=as_json(base_record()),
     log:
         "results/logs/verify_base.log",
     benchmark:
         "results/benchmarks/verify_base.tsv"
+    localrule: True
+    conda:
+        ENV
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        ENV
+    params:
+        base=as_json(base_record()),
     script:
         "../scripts/verify_base.py"
 
@@ -33,18 +33,18 @@ rule pretrain_text:
         train=local("results/pretrain/train.txt.gz"),
         validation=local("results/pretrain/validation.txt.gz"),
         record=local("results/pretrain/text_record.json"),
-    params:
-        # only the keys the text depends on: extending training must not rebuild the text
-        text=as_json(pretrain_text_settings()),
     log:
         "results/logs/pretrain_text.log",
     benchmark:
         "results/benchmarks/pretrain_text.tsv"
+    conda:
+        ENV
     resources:
         mem_mb=4000,
         runtime=20,
-    conda:
-        ENV
+    params:
+        # only the keys the text depends on: extending training must not rebuild the text
+        text=as_json(pretrain_text_settings()),
     script:
         "../scripts/pretrain_text.py"
 
@@ -56,18 +56,18 @@ rule pretrain_base:
         validation=rules.pretrain_text.output.validation,
     output:
         checkpoint=directory(local("results/pretrain/base")),
-    params:
-        state_dir="results/pretrain/state",
     log:
         "results/logs/pretrain_base.log",
     benchmark:
         "results/benchmarks/pretrain_base.tsv"
+    conda:
+        ENV
     threads: 1  # one thread per process ran 4-5x faster than two on a busy 2-core machine
     resources:
         mem_mb=8000,
         runtime=240,
-    conda:
-        ENV
+    params:
+        state_dir="results/pretrain/state",
     script:
         "../scripts/pretrain_base.py"
 
@@ -83,18 +83,18 @@ rule evaluate_base:
     output:
         json=f"{study.BASE_EVAL_DIR}/evaluation.json",
         markdown=f"{study.BASE_EVAL_DIR}/summary.md",
-    params:
-        base=as_json(base_record()),
-        settings=as_json({k: config[k] for k in ("data", "retrieval", "generation", "base_eval")}),
     log:
         "results/logs/evaluate_base.log",
     benchmark:
         "results/benchmarks/evaluate_base.tsv"
+    conda:
+        ENV
     threads: config["generation"]["threads"]
     resources:
         mem_mb=4000,
         runtime=60,
-    conda:
-        ENV
+    params:
+        base=as_json(base_record()),
+        settings=as_json({k: config[k] for k in ("data", "retrieval", "generation", "base_eval")}),
     script:
         "../scripts/evaluate_base.py"

@@ -15,7 +15,6 @@ from anchormask import data as study_data
 from anchormask import fileio as study_io
 from anchormask import schemas as study_schemas
 
-
 # The config Snakemake read, with `bases:`; then each base's merged config, checked as a whole (its
 # errors name the base, the layer file and the key), with the schema's defaults filled in.
 config_layers.apply_override_types(config, dict(workflow.config_settings.config or {}))
@@ -49,5 +48,8 @@ def base_evaluation(base):
 
 def bases_targets():
     """Every base's default target and the outputs across bases (the Snakefile's rule all)."""
-    return ([target for b in BASE_STUDIES for target in b.targets]
-            + [*rules.compare_bases.output, *rules.bases_figure.output, *rules.bases_paper.output])
+    return [target for b in BASE_STUDIES for target in b.targets] + [
+        *rules.compare_bases.output,
+        *rules.bases_figure.output,
+        *rules.bases_paper.output,
+    ]

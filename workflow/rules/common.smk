@@ -19,7 +19,6 @@ from anchormask import fileio as study_io
 from anchormask import schemas as study_schemas
 from anchormask.settings import study
 
-
 # Study of one base: the config Snakemake read (config.yaml, each --configfile, --config) is checked here.
 # One instance of the study per base (`bases:`): bases.smk has merged and checked each base's config
 # before loading its module, and the module's config is that merged config.
@@ -100,8 +99,9 @@ def sweep_adapter_dirs(wildcards):
 
 
 def adapter_job(wildcards):
-    return study.AdapterJob(wildcards.strategy, wildcards.targets, int(wildcards.size), int(wildcards.steps),
-                            int(wildcards.seed))
+    return study.AdapterJob(
+        wildcards.strategy, wildcards.targets, int(wildcards.size), int(wildcards.steps), int(wildcards.seed)
+    )
 
 
 def resume_state(wildcards):
@@ -168,8 +168,11 @@ def study_text_files():
 def pretrain_text_settings():
     """The keys of workflow/pretrain.yaml that the pretraining text depends on (the file checked first)."""
     spec = study_config.load_pretrain(PRETRAIN_SPEC)
-    return {"sources": spec["sources"], "validation_per_mille": spec["validation_per_mille"],
-            "seed": spec["settings"]["seed"]}
+    return {
+        "sources": spec["sources"],
+        "validation_per_mille": spec["validation_per_mille"],
+        "seed": spec["settings"]["seed"],
+    }
 
 
 def corpus_files():

@@ -2,7 +2,6 @@
 
 
 rule figure:
-    localrule: True
     input:
         # main and ablation read the generations table; sweep the sweep's statistics.
         lambda wc: rules.statistics_sweep.output[0] if wc.figure == "sweep" else rules.aggregate.output[0],
@@ -13,19 +12,20 @@ rule figure:
             caption="../report/figure.rst",
             category="3. Figures",
         ),
+    log:
+        "results/logs/figure/{figure}.log",
+    benchmark:
+        "results/benchmarks/figure/{figure}.tsv"
+    localrule: True
+    conda:
+        ENV
+    resources:
+        mem_mb=2000,
+        runtime=10,
     params:
         which="{figure}",
         settings=as_json(bootstrap_settings()),
         arm_order=as_json(ARMS),
         sweep_strategies=as_json(config["sweep"]["strategies"]),
-    log:
-        "results/logs/figure/{figure}.log",
-    benchmark:
-        "results/benchmarks/figure/{figure}.tsv"
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    conda:
-        ENV
     script:
         "../scripts/figure.py"

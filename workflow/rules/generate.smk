@@ -2,30 +2,31 @@
 
 
 rule retrieve:
-    localrule: True
     input:
         corpus=corpus_pattern(),
         queries=query_file,
     output:
         "results/retrieval/{query_set}/{domain}.jsonl",
-    params:
-        settings=lambda wc: as_json({
-            "retrieval": config["retrieval"],
-            "split": study.split_of(config, wc.domain),
-            "max_queries": config["data"].get("max_queries_per_domain"),
-        }),
     log:
         "results/logs/retrieve/{query_set}/{domain}.log",
     benchmark:
         "results/benchmarks/retrieve/{query_set}/{domain}.tsv"
+    localrule: True
+    conda:
+        ENV
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        ENV
+    params:
+        settings=lambda wc: as_json(
+            {
+                "retrieval": config["retrieval"],
+                "split": study.split_of(config, wc.domain),
+                "max_queries": config["data"].get("max_queries_per_domain"),
+            }
+        ),
     script:
         "../scripts/retrieve.py"
-
 
 
 rule generate_arm:
@@ -35,21 +36,21 @@ rule generate_arm:
         adapters=arm_adapter_dirs,
     output:
         "results/generations/{arm}.jsonl",
-    params:
-        arm=lambda wc: as_json({"arm": wc.arm, **config["arms"][wc.arm]}),
-        sampler=as_json(config["generation"]),
-        base=as_json(base_record()),
     log:
         "results/logs/generate/{arm}.log",
     benchmark:
         "results/benchmarks/generate/{arm}.tsv"
+    conda:
+        ENV
     threads: config["generation"]["threads"]
     resources:
         mem_mb=model_resources("generate")["mem_mb"],
         gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
         runtime=60,
-    conda:
-        ENV
+    params:
+        arm=lambda wc: as_json({"arm": wc.arm, **config["arms"][wc.arm]}),
+        sampler=as_json(config["generation"]),
+        base=as_json(base_record()),
     script:
         "../scripts/generate.py"
 
@@ -61,28 +62,28 @@ rule generate_sweep:
         adapters=sweep_adapter_dirs,
     output:
         "results/generations/sweep/{strategy}_n{size}_s{steps}.jsonl",
-    params:
-        arm=lambda wc: as_json({"arm": study.sweep_arm(wc.strategy, wc.size, wc.steps),
-                                "strategy": wc.strategy, "targets": "full"}),
-        sampler=as_json(config["generation"]),
-        base=as_json(base_record()),
     log:
         "results/logs/generate/sweep_{strategy}_n{size}_s{steps}.log",
     benchmark:
         "results/benchmarks/generate/sweep_{strategy}_n{size}_s{steps}.tsv"
+    conda:
+        ENV
     threads: config["generation"]["threads"]
     resources:
         mem_mb=model_resources("generate")["mem_mb"],
         gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
         runtime=60,
-    conda:
-        ENV
+    params:
+        arm=lambda wc: as_json(
+            {"arm": study.sweep_arm(wc.strategy, wc.size, wc.steps), "strategy": wc.strategy, "targets": "full"}
+        ),
+        sampler=as_json(config["generation"]),
+        base=as_json(base_record()),
     script:
         "../scripts/generate.py"
 
 
 rule gather_generations:
-    localrule: True
     input:
         expand(rules.generate_arm.output[0], arm=ARMS),
     output:
@@ -91,10 +92,11 @@ rule gather_generations:
         "results/logs/gather_generations.log",
     benchmark:
         "results/benchmarks/gather_generations.tsv"
+    localrule: True
+    conda:
+        ENV
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        ENV
     script:
         "../scripts/gather.py"

@@ -9,7 +9,6 @@ import re
 
 from anchormask.harness import tasks as study_lm_eval_tasks
 
-
 LM_EVAL = config["lm_eval"]  # Snakemake's validate filled in the schema's defaults
 LM_EVAL_TASKS = list(LM_EVAL["tasks"])
 # (arm, run, adapter job): run is seed<N> for each adapter of the arm, none for an arm without one.
@@ -18,8 +17,10 @@ LM_EVAL_RUNS = [(a, f"seed{j.seed}", j) for a in ARMS for j in study.arm_adapter
 ]
 LM_EVAL_ADAPTERS = {(a, run): j for a, run, j in LM_EVAL_RUNS}
 # What a job evaluates: the arm, the adapter's training seed and its folder (as this study's jobs see it).
-LM_EVAL_WHO = {(a, run): {"arm": a, "train_seed": j.seed if j else None, "adapter": in_results(j.path) if j else None}
-               for a, run, j in LM_EVAL_RUNS}
+LM_EVAL_WHO = {
+    (a, run): {"arm": a, "train_seed": j.seed if j else None, "adapter": in_results(j.path) if j else None}
+    for a, run, j in LM_EVAL_RUNS
+}
 LM_EVAL_OPTIONS = {k: LM_EVAL[k] for k in ("limit", "num_fewshot", "mc_num", "batch_size", "seed")}
 
 if LM_EVAL_TASKS:
@@ -31,25 +32,25 @@ if LM_EVAL_TASKS:
             task=lambda wc: study_lm_eval_tasks.task_files(wc.task),
         output:
             "results/lm_eval/{arm}/{run}/{task}.json",
-        wildcard_constraints:
-            run=r"none|seed[0-9]+",
-            task="|".join(re.escape(t) for t in LM_EVAL_TASKS),
-        params:
-            run=lambda wc: as_json({**LM_EVAL_WHO[(wc.arm, wc.run)], "task": wc.task}),
-            lm_eval=as_json(LM_EVAL_OPTIONS),
-            sampler=as_json(config["generation"]),
-            base=as_json(base_record()),
         log:
             "results/logs/lm_eval/{arm}_{run}_{task}.log",
         benchmark:
             "results/benchmarks/lm_eval/{arm}_{run}_{task}.tsv"
+        wildcard_constraints:
+            run=r"none|seed[0-9]+",
+            task="|".join(re.escape(t) for t in LM_EVAL_TASKS),
+        conda:
+            ENV
         threads: config["generation"]["threads"]
         resources:
             mem_mb=model_resources("generate")["mem_mb"],
             gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
             runtime=120,
-        conda:
-            ENV
+        params:
+            run=lambda wc: as_json({**LM_EVAL_WHO[(wc.arm, wc.run)], "task": wc.task}),
+            lm_eval=as_json(LM_EVAL_OPTIONS),
+            sampler=as_json(config["generation"]),
+            base=as_json(base_record()),
         script:
             "../scripts/lm_eval.py"
 
@@ -61,17 +62,17 @@ if LM_EVAL_TASKS:
         output:
             md=report("results/tables/lm_eval.md", caption="../report/lm_eval.rst", category="6. Benchmarks"),
             table="results/tables/lm_eval.parquet",
-        params:
-            runs=as_json([{**LM_EVAL_WHO[(a, run)], "task": t} for a, run, t in LM_EVAL_JOBS]),
         log:
             "results/logs/lm_eval/table.log",
         benchmark:
             "results/benchmarks/lm_eval/table.tsv"
+        conda:
+            ENV
         resources:
             mem_mb=1000,
             runtime=10,
-        conda:
-            ENV
+        params:
+            runs=as_json([{**LM_EVAL_WHO[(a, run)], "task": t} for a, run, t in LM_EVAL_JOBS]),
         script:
             "../scripts/lm_eval_table.py"
 
@@ -85,19 +86,23 @@ if LM_EVAL_TASKS:
             "results/logs/lm_eval/figure.log",
         benchmark:
             "results/benchmarks/lm_eval/figure.tsv"
+        conda:
+            ENV
         resources:
             mem_mb=1000,
             runtime=10,
-        conda:
-            ENV
         script:
             "../scripts/lm_eval_figure.py"
 
 
 # The stage's part of the default target (called by default_targets() in common.smk): nothing when it is off.
 lm_eval_targets = lambda: (
-    [rules.lm_eval_table.output.md, rules.lm_eval_table.output.table, rules.lm_eval_figure.output.pdf,
-     rules.lm_eval_figure.output.png]
+    [
+        rules.lm_eval_table.output.md,
+        rules.lm_eval_table.output.table,
+        rules.lm_eval_figure.output.pdf,
+        rules.lm_eval_figure.output.png,
+    ]
     if LM_EVAL_TASKS
     else []
 )

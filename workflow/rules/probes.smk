@@ -13,16 +13,32 @@ if not CONFIG_LAYERS.sets(("probes", "attention_arms")):
     ATTENTION_ARMS = [a for a in ATTENTION_ARMS if a in ARMS]
 MASKCOUNT_K = sorted(set(int(k) for k in PROBES["maskcount_k"]))
 # The mask-count probe's arms: the base and the full-target anchor and random arms, whatever config arms names them.
-MASKCOUNT_ARMS = [a for a in ARMS if (config["arms"][a]["strategy"], config["arms"][a]["targets"])
-                  in ((None, None), ("anchor", "full"), ("random", "full"))]
+MASKCOUNT_ARMS = [
+    a
+    for a in ARMS
+    if (config["arms"][a]["strategy"], config["arms"][a]["targets"])
+    in ((None, None), ("anchor", "full"), ("random", "full"))
+]
 _UNKNOWN_ARMS = [a for a in ATTENTION_ARMS if a not in ARMS]
 if _UNKNOWN_ARMS:
-    raise study_config.ConfigError(f"{CONFIG_SOURCES(('probes', 'attention_arms'))}: probes.attention_arms: unknown "
-                            f"arm(s) {', '.join(_UNKNOWN_ARMS)}; arms: {', '.join(ARMS)}")
-ATTENTION_SPECS = [{"arm": a, **config["arms"][a], "adapters": [in_results(j.path) for j in study.arm_adapters(config, a)]}
-                   for a in ATTENTION_ARMS]
-LORA_SPECS = [{"arm": a, "strategy": config["arms"][a]["strategy"], "targets": config["arms"][a]["targets"],
-               "path": in_results(j.path)} for a in ADAPTER_ARMS for j in study.arm_adapters(config, a)]
+    raise study_config.ConfigError(
+        f"{CONFIG_SOURCES(('probes', 'attention_arms'))}: probes.attention_arms: unknown "
+        f"arm(s) {', '.join(_UNKNOWN_ARMS)}; arms: {', '.join(ARMS)}"
+    )
+ATTENTION_SPECS = [
+    {"arm": a, **config["arms"][a], "adapters": [in_results(j.path) for j in study.arm_adapters(config, a)]}
+    for a in ATTENTION_ARMS
+]
+LORA_SPECS = [
+    {
+        "arm": a,
+        "strategy": config["arms"][a]["strategy"],
+        "targets": config["arms"][a]["targets"],
+        "path": in_results(j.path),
+    }
+    for a in ADAPTER_ARMS
+    for j in study.arm_adapters(config, a)
+]
 MASKCOUNT_RUNS = [(a, k) for a in MASKCOUNT_ARMS for k in MASKCOUNT_K]
 
 
@@ -39,24 +55,24 @@ rule probe_attention:
             caption="../report/probe_attention.rst",
             category="5. Probes",
         ),
+    log:
+        "results/logs/probes/attention.log",
+    benchmark:
+        "results/benchmarks/probes/attention.tsv"
+    # The longest model job after training: once its adapters exist, before the short generation jobs (0).
+    priority: 1
+    conda:
+        ENV
+    threads: config["generation"]["threads"]
+    resources:
+        mem_mb=model_resources("generate")["mem_mb"],
+        gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
+        runtime=60,
     params:
         arms=as_json(ATTENTION_SPECS),
         arm_order=as_json(ARMS),
         sampler=as_json(config["generation"]),
         base=as_json(base_record()),
-    log:
-        "results/logs/probes/attention.log",
-    benchmark:
-        "results/benchmarks/probes/attention.tsv"
-    threads: config["generation"]["threads"]
-    # The longest model job after training: once its adapters exist, before the short generation jobs (0).
-    priority: 1
-    resources:
-        mem_mb=model_resources("generate")["mem_mb"],
-        gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
-        runtime=60,
-    conda:
-        ENV
     script:
         "../scripts/probe_attention.py"
 
@@ -73,19 +89,19 @@ rule probe_lora:
             caption="../report/probe_lora.rst",
             category="5. Probes",
         ),
-    params:
-        adapters=as_json(LORA_SPECS),
-        arm_order=as_json(ARMS),
-        projections=as_json(BASE.get("projections")),
     log:
         "results/logs/probes/lora.log",
     benchmark:
         "results/benchmarks/probes/lora.tsv"
+    conda:
+        ENV
     resources:
         mem_mb=2000,
         runtime=10,
-    conda:
-        ENV
+    params:
+        adapters=as_json(LORA_SPECS),
+        arm_order=as_json(ARMS),
+        projections=as_json(BASE.get("projections")),
     script:
         "../scripts/probe_lora.py"
 
@@ -105,27 +121,33 @@ if MASKCOUNT_NEW_K:
             adapters=arm_adapter_dirs,
         output:
             expand(MASKCOUNT_JSONL, arm="{arm}", k=MASKCOUNT_NEW_K),
-        params:
-            arm=lambda wc: as_json({"arm": wc.arm, **config["arms"][wc.arm]}),
-            samplers=as_json([{**config["generation"], "extra_masks": k} for k in MASKCOUNT_NEW_K]),
-            base=as_json(base_record()),
         log:
             "results/logs/probes/maskcount_{arm}.log",
         benchmark:
             "results/benchmarks/probes/maskcount_{arm}.tsv"
+        conda:
+            ENV
         threads: config["generation"]["threads"]
         resources:
             mem_mb=model_resources("generate")["mem_mb"],
             gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
             runtime=60,
-        conda:
-            ENV
+        params:
+            arm=lambda wc: as_json({"arm": wc.arm, **config["arms"][wc.arm]}),
+            samplers=as_json([{**config["generation"], "extra_masks": k} for k in MASKCOUNT_NEW_K]),
+            base=as_json(base_record()),
         script:
             "../scripts/probe_maskcount_generate.py"
 
 
-MASKCOUNT_FILES = [rules.generate_arm.output[0].format(arm=a) if k == config["generation"]["extra_masks"]
-                   else MASKCOUNT_JSONL.format(arm=a, k=k) for a, k in MASKCOUNT_RUNS]
+MASKCOUNT_FILES = [
+    (
+        rules.generate_arm.output[0].format(arm=a)
+        if k == config["generation"]["extra_masks"]
+        else MASKCOUNT_JSONL.format(arm=a, k=k)
+    )
+    for a, k in MASKCOUNT_RUNS
+]
 
 
 rule probe_maskcount:
@@ -141,20 +163,20 @@ rule probe_maskcount:
             caption="../report/probe_maskcount.rst",
             category="5. Probes",
         ),
+    log:
+        "results/logs/probes/maskcount.log",
+    benchmark:
+        "results/benchmarks/probes/maskcount.tsv"
+    conda:
+        ENV
+    resources:
+        mem_mb=2000,
+        runtime=10,
     params:
         files=as_json([[a, k] for a, k in MASKCOUNT_RUNS]),
         arm_order=as_json(ARMS),
         domains=as_json(DOMAINS),
         settings=as_json(bootstrap_settings()),
-    log:
-        "results/logs/probes/maskcount.log",
-    benchmark:
-        "results/benchmarks/probes/maskcount.tsv"
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    conda:
-        ENV
     script:
         "../scripts/probe_maskcount.py"
 
@@ -175,7 +197,6 @@ PROBE_FILES = {
 
 
 rule probe_summary:
-    localrule: True
     input:
         comparisons=PROBE_FILES["comparisons"],
         ablation=PROBE_FILES["ablation"],
@@ -188,22 +209,22 @@ rule probe_summary:
             caption="../report/probe_summary.rst",
             category="5. Probes",
         ),
-    params:
-        arms=as_json(config["arms"]),
-        arm_order=as_json(ARMS),
-        paths=as_json(PROBE_FILES),
     log:
         "results/logs/probes/summary.log",
     benchmark:
         "results/benchmarks/probes/summary.tsv"
+    localrule: True
+    conda:
+        ENV
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        ENV
+    params:
+        arms=as_json(config["arms"]),
+        arm_order=as_json(ARMS),
+        paths=as_json(PROBE_FILES),
     script:
         "../scripts/probe_summary.py"
-
 
 
 # The probes' part of the default target (called by default_targets() in common.smk). A lambda,
@@ -212,6 +233,9 @@ probe_targets = lambda: (
     list(rules.probe_summary.output)
     + ([rules.probe_attention.output.pdf, rules.probe_attention.output.png] if ATTENTION_ARMS else [])
     + ([rules.probe_lora.output.pdf, rules.probe_lora.output.png] if ADAPTER_ARMS else [])
-    + ([rules.probe_maskcount.output.md, rules.probe_maskcount.output.pdf, rules.probe_maskcount.output.png]
-       if MASKCOUNT_RUNS else [])
+    + (
+        [rules.probe_maskcount.output.md, rules.probe_maskcount.output.pdf, rules.probe_maskcount.output.png]
+        if MASKCOUNT_RUNS
+        else []
+    )
 )

@@ -2,7 +2,6 @@
 
 
 rule paper:
-    localrule: True
     input:
         headline=rules.headline.output[0],
         samples=rules.samples.output[0],
@@ -16,17 +15,18 @@ rule paper:
             caption="../report/paper.rst",
             category="0. The study on one page",
         ),
-    params:
-        figures=FIGURES,
-        confidence=config["statistics"]["confidence"],  # the captions state it
     log:
         "results/logs/paper.log",
     benchmark:
         "results/benchmarks/paper.tsv"
+    localrule: True
+    conda:
+        ENV
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        ENV
+    params:
+        figures=FIGURES,
+        confidence=config["statistics"]["confidence"],  # the captions state it
     script:
         "../scripts/paper.py"

@@ -12,20 +12,20 @@ rule train_adapter:
     output:
         adapter=directory(study.ADAPTER_DIR),
         state=study.TRAIN_STATE,
-    params:
-        settings=lambda wc: as_json(study.train_settings(config, wc.strategy)),
-        base=as_json(base_record()),
     log:
         f"results/logs/train/{study.ADAPTER_ID}.log",
     benchmark:
         f"results/benchmarks/train/{study.ADAPTER_ID}.tsv"
-    threads: config["train"]["threads"]
     priority: train_priority
+    conda:
+        ENV
+    threads: config["train"]["threads"]
     resources:
         mem_mb=model_resources("train")["mem_mb"],
         gpu_mem_mb=model_resources("train")["gpu_mem_mb"],
         runtime=120,
-    conda:
-        ENV
+    params:
+        settings=lambda wc: as_json(study.train_settings(config, wc.strategy)),
+        base=as_json(base_record()),
     script:
         "../scripts/train_adapter.py"

@@ -3,8 +3,8 @@
 import json
 import logging
 
-from anchormask.repro import runlog
 from anchormask.measurement import tables
+from anchormask.repro import runlog
 
 
 def main(smk):

@@ -2,9 +2,9 @@
 
 import logging
 
-from anchormask.repro import runlog
 from anchormask.measurement import tables
 from anchormask.reporting import bases as report_bases
+from anchormask.repro import runlog
 
 
 def main(smk):

@@ -4,8 +4,8 @@ import logging
 from pathlib import Path
 
 from anchormask import fileio
-from anchormask.repro import runlog
 from anchormask.reporting import bases as report_bases
+from anchormask.repro import runlog
 
 
 def main(smk):

@@ -1,13 +1,14 @@
-"""Snakemake script: every base's generations and comparisons -> results/tables/bases.{md,parquet}, bases_differences.parquet."""
+"""Snakemake script: every base's generations and comparisons -> results/tables/bases.{md,parquet} and
+bases_differences.parquet."""
 
 import json
 import logging
 
 from anchormask import fileio
-from anchormask.repro import provenance, runlog
-from anchormask.measurement import tables
 from anchormask.checksum import file_sha256
+from anchormask.measurement import tables
 from anchormask.reporting import bases as report_bases
+from anchormask.repro import provenance, runlog
 from anchormask.stats import crossbase
 
 
@@ -18,7 +19,8 @@ def main(smk):
     generations = {n: tables.read_parquet(p) for n, p in zip(names, smk.input.generations)}
     comparisons = {n: tables.read_parquet(p) for n, p in zip(names, smk.input.comparisons)}
     shared = crossbase.shared_comparisons({s["name"]: s["comparisons"] for s in specs})
-    facts = [report_bases.base_facts(s["name"], s["base"], fileio.read_json(s["evaluation"]) if s["evaluation"] else None)
+    facts = [report_bases.base_facts(s["name"], s["base"],
+                                     fileio.read_json(s["evaluation"]) if s["evaluation"] else None)
              for s in specs]
     table = report_bases.bases_table(facts, comparisons, shared)
     values = {c["name"]: {n: crossbase.effect_values(tables.of_query_set(generations[n]), c) for n in names}

@@ -3,11 +3,10 @@
 import json
 
 from anchormask import fileio
-from anchormask.model import modeljob
-from anchormask.repro import runlog
 from anchormask.embedded_base import pretrain_text
-from anchormask.model import base_eval
+from anchormask.model import base_eval, modeljob
 from anchormask.reporting.markdown import base_evaluation_markdown
+from anchormask.repro import runlog
 
 
 def main(smk):

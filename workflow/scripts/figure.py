@@ -3,9 +3,9 @@
 import json
 import logging
 
-from anchormask.repro import runlog
 from anchormask.measurement import tables
 from anchormask.reporting import figures
+from anchormask.repro import runlog
 
 
 def main(smk):

@@ -4,10 +4,10 @@ import json
 import logging
 
 from anchormask import fileio
-from anchormask.repro import runlog
 from anchormask.measurement import tables
-from anchormask.stats import pairwise
 from anchormask.reporting import markdown
+from anchormask.repro import runlog
+from anchormask.stats import pairwise
 
 
 def main(smk):

@@ -2,10 +2,10 @@
 
 import json
 
-from anchormask.model import modeljob
-from anchormask.repro import runlog
 from anchormask.generation import sampler
 from anchormask.harness import results
+from anchormask.model import modeljob
+from anchormask.repro import runlog
 
 
 def main(smk):

@@ -1,8 +1,8 @@
 """Snakemake script: results/tables/lm_eval.parquet -> results/figures/lm_eval.{pdf,png}."""
 
-from anchormask.repro import runlog
-from anchormask.measurement import tables
 from anchormask.harness import results
+from anchormask.measurement import tables
+from anchormask.repro import runlog
 
 
 def main(smk):

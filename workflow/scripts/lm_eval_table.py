@@ -2,8 +2,8 @@
 
 import json
 
-from anchormask.repro import runlog
 from anchormask.harness import results
+from anchormask.repro import runlog
 
 
 def main(smk):

@@ -2,9 +2,9 @@
 
 import torch
 
-from anchormask.settings import config
-from anchormask.repro import runlog
 from anchormask.embedded_base import pretrain
+from anchormask.repro import runlog
+from anchormask.settings import config
 
 
 def main(smk):

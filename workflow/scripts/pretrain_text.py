@@ -3,8 +3,8 @@
 import json
 
 from anchormask import fileio
-from anchormask.repro import runlog
 from anchormask.embedded_base import pretrain_text
+from anchormask.repro import runlog
 
 
 def main(smk):

@@ -3,12 +3,12 @@
 import json
 import logging
 
-from anchormask.model import modeljob
-from anchormask.repro import runlog
 from anchormask.generation import sampler
 from anchormask.measurement import tables
+from anchormask.model import modeljob
 from anchormask.probes import attention
 from anchormask.reporting import probe_figures
+from anchormask.repro import runlog
 
 
 def main(smk):

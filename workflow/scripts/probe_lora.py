@@ -3,10 +3,10 @@
 import json
 import logging
 
-from anchormask.repro import runlog
 from anchormask.measurement import tables
 from anchormask.probes import lora
 from anchormask.reporting import probe_figures
+from anchormask.repro import runlog
 
 
 def main(smk):

@@ -4,10 +4,10 @@ import json
 import logging
 
 from anchormask import fileio
-from anchormask.repro import runlog
 from anchormask.measurement import tables
 from anchormask.probes import maskcount
 from anchormask.reporting import probe_figures, probe_markdown
+from anchormask.repro import runlog
 
 
 def main(smk):

@@ -1,4 +1,5 @@
-"""Snakemake script: one arm's mask-count probe generations, one JSONL per extra-mask count k (anchormask.generation.arm_answers)."""
+"""Snakemake script: one arm's mask-count probe generations, one JSONL per extra-mask count k
+(anchormask.generation.arm_answers)."""
 
 import json
 

@@ -4,9 +4,9 @@ import json
 import logging
 
 from anchormask import fileio
-from anchormask.repro import runlog
 from anchormask.measurement import tables
 from anchormask.reporting import probe_markdown
+from anchormask.repro import runlog
 
 
 def _table(smk, name):

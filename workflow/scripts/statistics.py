@@ -4,10 +4,10 @@ import json
 import logging
 from pathlib import Path
 
-from anchormask.repro import provenance, runlog
-from anchormask.measurement import tables
-from anchormask.stats import pairwise
 from anchormask.checksum import file_sha256
+from anchormask.measurement import tables
+from anchormask.repro import provenance, runlog
+from anchormask.stats import pairwise
 
 
 def main(smk):

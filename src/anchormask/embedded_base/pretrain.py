@@ -27,9 +27,8 @@ from pathlib import Path
 
 import torch
 
-from anchormask.embedded_base.sequences import encode_sequences, length_batches, pad_batch, train_tokenizer
-
 from anchormask import fileio
+from anchormask.embedded_base.sequences import encode_sequences, length_batches, pad_batch, train_tokenizer
 from anchormask.progress import Progress
 
 log = logging.getLogger(__name__)

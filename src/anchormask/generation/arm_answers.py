@@ -7,14 +7,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from anchormask.model import backbone as bb
-from anchormask import checksum
-from anchormask import fileio
-from anchormask.model import layout, modeljob
-from anchormask.repro import provenance
+from anchormask import checksum, fileio
 from anchormask.generation import sampler
+from anchormask.model import backbone as bb
+from anchormask.model import layout, modeljob
 from anchormask.model.adapters import PROVENANCE
 from anchormask.progress import Progress
+from anchormask.repro import provenance
 
 log = logging.getLogger(__name__)
 

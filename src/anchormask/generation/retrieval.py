@@ -40,8 +40,8 @@ def study_anchors(config: dict[str, Any], domain: str, query_set: str = "main",
 
     ``root`` resolves the config's relative data paths (the benchmarks run from elsewhere).
     """
-    from anchormask.settings import study
     from anchormask import data
+    from anchormask.settings import study
 
     def at(path: Path) -> Path:
         return path if root is None or path.is_absolute() else root / path

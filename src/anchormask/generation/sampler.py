@@ -33,12 +33,12 @@ from typing import Any
 
 import torch
 
-from anchormask.settings import config as config_rules
 from anchormask import schemas
-from anchormask.model import layout
-from anchormask.model.backbone import Backbone, Runtime
 from anchormask.fileio import InputError
 from anchormask.generation import decoding
+from anchormask.model.backbone import Backbone, Runtime
+from anchormask.settings import config as config_rules
+
 
 def _default(key: str) -> Any:
     return schemas.default(("generation", key))

@@ -33,12 +33,11 @@ from typing import Any
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from anchormask.settings import config
-
-from anchormask.settings import layers as config_layers
 from anchormask.generation import arm_answers, sampler
-from anchormask.model import layout, modeljob
 from anchormask.harness import likelihood
+from anchormask.model import layout, modeljob
+from anchormask.settings import config
+from anchormask.settings import layers as config_layers
 
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[3]

@@ -17,9 +17,9 @@ import pandas as pd
 import pyarrow as pa
 
 from anchormask import fileio
-from anchormask.model import modeljob
 from anchormask.generation import sampler
 from anchormask.measurement import tables
+from anchormask.model import modeljob
 
 log = logging.getLogger(__name__)
 KEPT = ("results", "versions", "n-shot", "higher_is_better", "n-samples")

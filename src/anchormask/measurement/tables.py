@@ -25,10 +25,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from anchormask import data
-from anchormask.measurement import metric, degeneracy
-from anchormask.repro import provenance
 from anchormask.checksum import file_sha256
 from anchormask.fileio import InputError, atomic_path, canonical_json
+from anchormask.measurement import degeneracy, metric
+from anchormask.repro import provenance
 
 METADATA_KEY = b"anchormask"
 COMPRESSION = "zstd"

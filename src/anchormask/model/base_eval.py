@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
+from anchormask.measurement import degeneracy, metric
 from anchormask.model import backbone as bb
-from anchormask.measurement import metric, degeneracy
 from anchormask.model import modeljob
 
 log = logging.getLogger(__name__)
@@ -131,8 +131,8 @@ def gates(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def study_anchors(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Every study query with its BM25-retrieved statement (the anchors the study generates from)."""
-    from anchormask.settings import study
     from anchormask.generation import retrieval
+    from anchormask.settings import study
 
     return [a for domain in study.domains(config) for a in retrieval.study_anchors(config, domain)]
 
@@ -140,10 +140,10 @@ def study_anchors(config: dict[str, Any]) -> list[dict[str, Any]]:
 def evaluate(config: dict[str, Any], *, base: modeljob.Base, validation_lines: list[str] | None,
              seed: int, threads: int) -> dict[str, Any]:
     """Masked-token scores, generation gates and samples of one base (no adapter)."""
-    from anchormask.settings import study
     from anchormask import data
     from anchormask.generation import arm_answers, sampler
     from anchormask.repro import provenance
+    from anchormask.settings import study
 
     runtime = modeljob.start(base, threads)
     backbone = modeljob.load(base, runtime)
@@ -161,7 +161,8 @@ def evaluate(config: dict[str, Any], *, base: modeljob.Base, validation_lines: l
     records = arm_answers.generation_records(backbone, runtime, study_anchors(config), settings, {})
     scores = generation_quality(records, dictionary_words())
     summary = {"corpora_accuracy_15": masked["corpora"]["0.15"]["accuracy"], **scores}
-    return {"base": {"path": base.path, "sha256": base.sha256, "trust_remote_code": base.trust_remote_code}, "runtime": runtime.name,
+    return {"base": {"path": base.path, "sha256": base.sha256, "trust_remote_code": base.trust_remote_code},
+            "runtime": runtime.name,
             "seed": seed, "mask_ratios": list(MASK_RATIOS), "sampler": settings.record(),
             "masked": masked, "generation": scores, "gates": gates(summary), "samples": samples(records),
             "versions": provenance.versions()}

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from anchormask import checksum
-from anchormask import fileio
+from anchormask import checksum, fileio
 
 
 class ChecksumError(fileio.InputError):

@@ -36,10 +36,10 @@ import pandas as pd
 import pyarrow as pa
 
 from anchormask import fileio
+from anchormask.fileio import InputError
+from anchormask.measurement import tables
 from anchormask.model import modeljob
 from anchormask.repro import provenance
-from anchormask.measurement import tables
-from anchormask.fileio import InputError
 
 #: The two spans the attention mass is measured onto, in the order of the last axis of ``attention_mass_rows``.
 ATTENDED_SPANS = ("prefix", "anchor")

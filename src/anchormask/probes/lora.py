@@ -24,10 +24,10 @@ import pandas as pd
 import pyarrow as pa
 
 from anchormask import fileio
-from anchormask.repro import provenance
+from anchormask.fileio import InputError
 from anchormask.measurement import tables
 from anchormask.model.families import KINDS
-from anchormask.fileio import InputError
+from anchormask.repro import provenance
 
 _str, _int, _f64 = pa.string(), pa.int64(), pa.float64()
 

@@ -19,10 +19,10 @@ import pandas as pd
 import pyarrow as pa
 
 from anchormask import fileio
-from anchormask.repro import provenance
-from anchormask.measurement import tables
 from anchormask.checksum import file_sha256
 from anchormask.fileio import InputError
+from anchormask.measurement import tables
+from anchormask.repro import provenance
 
 _str, _int, _f64 = pa.string(), pa.int64(), pa.float64()
 

@@ -17,13 +17,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from matplotlib.figure import Figure
 
-import pyarrow as pa
-
-from anchormask.model import families
 from anchormask import fileio
 from anchormask.measurement import tables
+from anchormask.model import families
 from anchormask.reporting.figures import save
 from anchormask.reporting.markdown import number, ratio_cell
 from anchormask.reporting.paper import STYLE, figure_html, markdown_html
@@ -127,7 +126,8 @@ def _differences_markdown(differences: pd.DataFrame) -> list[str]:
              "|---|---|---|---:|---|---|---:|"]
     for _, r in differences.iterrows():
         lines.append(f"| {r['comparison']} | {r['base_x']} | {r['base_y']} | {r['n']} | "
-                     f"{number(r['ratio_of_ratios'], '.2f')} [{number(r['ror_lo'], '.2f')}, {number(r['ror_hi'], '.2f')}]"
+                     f"{number(r['ratio_of_ratios'], '.2f')} "
+                     f"[{number(r['ror_lo'], '.2f')}, {number(r['ror_hi'], '.2f')}]"
                      f" | {number(r['diff_of_diffs'], '+.3f')} [{number(r['dod_lo'], '+.3f')}, "
                      f"{number(r['dod_hi'], '+.3f')}] | {number(r['p_signflip'], '.3g')} |")
     return lines
@@ -172,11 +172,13 @@ def bases_figure(table: pd.DataFrame, pdf_path: str | os.PathLike[str], png_path
     ax = fig.add_subplot()
     x = np.arange(len(rows))
     ratio = rows["ratio"].to_numpy(dtype=float)
-    err = np.abs(np.stack([ratio - rows["ratio_lo"].to_numpy(dtype=float), rows["ratio_hi"].to_numpy(dtype=float) - ratio]))
+    lo, hi = rows["ratio_lo"].to_numpy(dtype=float), rows["ratio_hi"].to_numpy(dtype=float)
+    err = np.abs(np.stack([ratio - lo, hi - ratio]))
     ax.errorbar(x, ratio, yerr=err, fmt="o", color="#1f77b4", capsize=4)
     ax.axhline(1.0, color="#7f7f7f", linewidth=0.8, linestyle="--")
     ordered = rows["corpora_accuracy_15"].notna().all()
-    labels = [f"{r['base']}\n{'acc ' + number(r['corpora_accuracy_15']) if ordered else ''}" for _, r in rows.iterrows()]
+    labels = [f"{r['base']}\n{'acc ' + number(r['corpora_accuracy_15']) if ordered else ''}"
+              for _, r in rows.iterrows()]
     ax.set_xticks(x, labels)
     ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.set_ylabel("anchor / random, held-out\n(mean corpus_overlap)")

@@ -11,9 +11,9 @@ atomically and byte-stably.
 
 Per-arm intervals are single-arm percentile bootstraps of the arm's seed x query values (with
 several training seeds both levels are resampled, as in the comparisons); every arm over the
-same query set uses the same resampled queries (``bootstrap.query_set_rng``). Figures are drawn on ``matplotlib.figure.Figure`` objects
-(no pyplot state; PNG through Agg) inside an ``rc_context`` with a fixed ``svg.hashsalt``;
-PDFs are written without CreationDate, so the same table gives the same bytes.
+same query set uses the same resampled queries (``bootstrap.query_set_rng``). Figures are drawn on
+``matplotlib.figure.Figure`` objects (no pyplot state; PNG through Agg) inside an ``rc_context``
+with a fixed ``svg.hashsalt``; PDFs are written without CreationDate, so the same table gives the same bytes.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from anchormask.stats import bootstrap, pairwise
 from anchormask.fileio import InputError, atomic_path
 from anchormask.reporting.arms import order_arms, sweep_pair
+from anchormask.stats import bootstrap, pairwise
 
 TARGET_ORDER = ("full", "vo", "qk")
 RC = {"svg.hashsalt": "anchormask", "pdf.compression": 6, "font.family": "DejaVu Sans", "font.size": 9,

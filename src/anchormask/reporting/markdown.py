@@ -36,7 +36,8 @@ def number(x: Any, fmt: str = ".3f") -> str:
 def ratio_cell(row: Mapping[str, Any]) -> str:
     """a/b with its interval: ``1.23x [0.98, 1.50]``."""
     ratio = number(row['ratio'], '.2f')
-    return f"{ratio}{'x' if ratio != 'n/a' else ''} [{number(row['ratio_lo'], '.2f')}, {number(row['ratio_hi'], '.2f')}]"
+    unit = "x" if ratio != "n/a" else ""
+    return f"{ratio}{unit} [{number(row['ratio_lo'], '.2f')}, {number(row['ratio_hi'], '.2f')}]"
 
 
 def diff_cell(row: Mapping[str, Any]) -> str:
@@ -76,7 +77,8 @@ def _comparison_table(df: pd.DataFrame) -> list[str]:
              "|---|---|---|---|---:|---:|---:|---|---|---:|---:|---:|---|"]
     for row in df.to_dict("records"):
         lines.append(f"| {row['name']} | {row['selector']} | {row['a']} | {row['b']} | {_n(row)} | "
-                     f"{number(row['mean_a'], '.3f')} | {number(row['mean_b'], '.3f')} | {ratio_cell(row)} | {diff_cell(row)} | "
+                     f"{number(row['mean_a'], '.3f')} | {number(row['mean_b'], '.3f')} | {ratio_cell(row)} | "
+                     f"{diff_cell(row)} | "
                      f"{number(row['p_a_gt_b'], '.3f')} | {_p(row)} | {_report(row)} |")
     return lines
 
@@ -113,7 +115,8 @@ def _query_sets_table(comparisons_df: pd.DataFrame, alt_df: pd.DataFrame) -> lis
     for row in alt_df.to_dict("records"):
         first = main[row["name"]]
         lines.append(f"| {row['name']} | {_n(first)} | {ratio_cell(first)} | {number(first['diff'], '+.3f')} | "
-                     f"{number(first['p_holm'], '.4f')} | {_n(row)} | {ratio_cell(row)} | {number(row['diff'], '+.3f')} | "
+                     f"{number(first['p_holm'], '.4f')} | {_n(row)} | {ratio_cell(row)} | "
+                     f"{number(row['diff'], '+.3f')} | "
                      f"{number(row['p_holm'], '.4f')} |")
     return lines + [""]
 

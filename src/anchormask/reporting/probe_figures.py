@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from anchormask.probes.attention import ATTENDED_SPANS
 from anchormask.model.families import KINDS
+from anchormask.probes.attention import ATTENDED_SPANS
 from anchormask.probes.lora import lora_share_table
 from anchormask.reporting.arms import base_arm, order_arms
 from anchormask.reporting.figures import COLOURS, RC, save
@@ -56,7 +56,8 @@ def attention_figure(df: pd.DataFrame, pdf_path, png_path, *, arm_order: Sequenc
                 if annotate:
                     for (i, j), v in np.ndenumerate(m):
                         shade = abs(v) / top if diff else v / top
-                        colour = ("white" if shade > 0.6 else "black") if diff else ("black" if shade > 0.6 else "white")
+                        dark = shade > 0.6
+                        colour = ("white" if dark else "black") if diff else ("black" if dark else "white")
                         ax.text(j, i, f"{v:+.3f}" if diff else f"{v:.2f}", ha="center", va="center",
                                 fontsize=5.5 if diff else 6, color=colour)
                 ax.set_xticks(range(heads))

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from anchormask.settings import config as study_config
-
 from anchormask.settings import layers as config_layers
 
 BASES_DIR = "results/bases"  # each base's study under BASES_DIR/<name>/, the tree results/ has without bases

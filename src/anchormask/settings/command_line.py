@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from anchormask.settings.layers import merge
 from anchormask.fileio import InputError
+from anchormask.settings.layers import merge
 
 CONFIG = ("--config", "-C")
 CONFIGFILE = ("--configfile", "--configfiles")

@@ -11,9 +11,8 @@ from typing import Any
 
 import yaml
 
-from anchormask import schemas
-from anchormask import fileio
-from anchormask.schemas import alternatives as _alternatives, child_schemas as _child_schemas, resolve as _resolve
+from anchormask import fileio, schemas
+from anchormask.schemas import resolve as _resolve
 from anchormask.settings.study import STRATEGIES, comparison_selection, train_settings
 
 

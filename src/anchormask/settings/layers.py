@@ -14,8 +14,11 @@ from typing import Any
 
 import yaml
 
-from anchormask.schemas import alternatives as _alternatives, child_schemas as _child_schemas, resolve as _resolve
+from anchormask.schemas import alternatives as _alternatives
+from anchormask.schemas import child_schemas as _child_schemas
+from anchormask.schemas import resolve as _resolve
 from anchormask.settings.config import KeyPath, has_path, schema_document, yaml_file
+
 
 @dataclass(frozen=True)
 class ConfigLayers:

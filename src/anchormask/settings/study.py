@@ -9,8 +9,7 @@ import copy
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from anchormask import schemas
-from anchormask import fileio
+from anchormask import fileio, schemas
 
 # The masking strategies and LoRA target sets: the config schema's enums, read once (the Snakefile's
 # wildcard constraints and the position check use these).

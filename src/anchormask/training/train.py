@@ -14,14 +14,13 @@ from typing import Any
 
 import torch
 
-from anchormask.model import backbone as bb
-from anchormask.settings.study import AdapterJob
-from anchormask import data
+from anchormask import data, fileio
 from anchormask.model import adapters, layout, modeljob
-from anchormask import fileio
-from anchormask.training import masking, resume
-from anchormask.repro import provenance
+from anchormask.model import backbone as bb
 from anchormask.progress import Progress
+from anchormask.repro import provenance
+from anchormask.settings.study import AdapterJob
+from anchormask.training import masking, resume
 
 log = logging.getLogger(__name__)
 LOG_COLUMNS = ("step", "mask_ratio", "masked_tokens", "loss", "lr")
