@@ -5,11 +5,11 @@ import shutil
 
 import pytest
 
-from anchormask.model import adapters, modeljob
-from anchormask.probes import lora
-from anchormask.model import backbone as bb
 from anchormask.checksum import file_sha256
 from anchormask.fileio import InputError
+from anchormask.model import adapters, modeljob
+from anchormask.model import backbone as bb
+from anchormask.probes import lora
 from helpers import cpu_base, flip_one_byte
 
 pytestmark = pytest.mark.unit

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from anchormask.repro import audit
 from anchormask.checksum import directory_sha256, file_sha256
 from anchormask.cli import main as cli
+from anchormask.repro import audit
 from helpers import TINY, flip_one_byte, snakemake, snakemake_cli
 
 ANCHOR_LR = "train: {overrides: {anchor: {lr: 0.02}}}\n"
@@ -163,7 +163,8 @@ def test_manifest_and_compare_on_a_synthetic_tree(tmp_path, capsys):
     assert cli(["audit", "manifest", "--results", str(tmp_path / "results"), "-o", str(by_path)]) == 0
     assert json.loads(by_path.read_text())["entries"] == json.loads(new.read_text())["entries"]
     with pytest.raises(SystemExit, match="is not inside --workdir"):
-        cli(["audit", "manifest", "--results", str(tmp_path / "results"), "--workdir", str(tmp_path / "results/tables")])
+        cli(["audit", "manifest", "--results", str(tmp_path / "results"),
+             "--workdir", str(tmp_path / "results/tables")])
     assert cli(["hash", str(tmp_path / "results/adapters/a1")]) == 0
     assert capsys.readouterr().out.strip() == directory_sha256(tmp_path / "results/adapters/a1")
 
@@ -338,7 +339,8 @@ ANALYSIS_RULES = {"aggregate", "aggregate_sweep", "statistics", "statistics_swee
 MODULE_EDITS = {
     "verify.py": ({"verify_base"}, ("every rule but", {"retrieve"})),
     "tables.py": (ANALYSIS_RULES | PROBE_RULES, ANALYSIS_RULES | PROBE_RULES | {"paper"}),
-    "reporting/figures.py": ({"figure", "probe_attention", "probe_lora", "probe_maskcount"}, {"figure", "paper"} | PROBE_RULES),
+    "reporting/figures.py": ({"figure", "probe_attention", "probe_lora", "probe_maskcount"},
+                             {"figure", "paper"} | PROBE_RULES),
     "families.py": ({"train_adapter", "generate_arm", "generate_sweep", "probe_maskcount_generate"} | PROBE_RULES,
                     ("every rule but", {"verify_base", "retrieve"})),
     "embedded_base/pretrain.py": (set(), set()),  # pretrain_base is outside the default target

@@ -2,6 +2,7 @@
 
 import copy
 
+import pandas as pd
 import pytest
 
 from anchormask import schemas
@@ -36,11 +37,9 @@ def test_the_answer_slot_minimum_states_its_reason():
 
 # --------------------------------------------------------------------------- anchors cut to fit the slot
 
-def generations(truncated: dict[tuple[str, str], int]) -> "pd.DataFrame":
+def generations(truncated: dict[tuple[str, str], int]) -> pd.DataFrame:
     """A generations table of two arms × two domains × three queries (two seeds for anchor), with the
     first n queries of (arm, domain) flagged anchor_truncated."""
-    import pandas as pd
-
     rows = []
     for arm, seeds in (("base", [None]), ("anchor", [42, 43])):
         for domain in ("law", "medicine"):

@@ -13,14 +13,13 @@ import pytest
 import yaml
 
 from anchormask import checksum
-from anchormask.settings import bases, config
-from anchormask.settings import layers as config_layers
 from anchormask.measurement import tables
 from anchormask.reporting import bases as report_bases
+from anchormask.settings import bases, config
+from anchormask.settings import layers as config_layers
 from anchormask.stats import crossbase
 from helpers import REPO, copy_repo, dry_run_jobs, snakemake
 from tiny_families import BUILDERS, remote_code_runs
-
 
 # ---------------------------------------------------------------------------------------------- unit
 
@@ -361,7 +360,9 @@ def test_an_8b_base_and_the_embedded_base_in_one_run_ask_slurm_for_their_own_mem
                      "results/bases/embedded/adapters/anchor_full_n144_s300_seed42",
                      "results/bases/big/adapters/anchor_full_n144_s300_seed42")
     text = proc.stdout + proc.stderr
-    asked = {name: int(mem) for name, mem in re.findall(r"rule base_(\w+?)_train_adapter:.*?\bmem_mb=(\d+)", text, re.S)}
-    gpu = {name: int(mem) for name, mem in re.findall(r"rule base_(\w+?)_train_adapter:.*?\bgpu_mem_mb=(\d+)", text, re.S)}
+    asked = {name: int(mem)
+             for name, mem in re.findall(r"rule base_(\w+?)_train_adapter:.*?\bmem_mb=(\d+)", text, re.S)}
+    gpu = {name: int(mem)
+           for name, mem in re.findall(r"rule base_(\w+?)_train_adapter:.*?\bgpu_mem_mb=(\d+)", text, re.S)}
     assert asked["embedded"] == 4000 and asked["big"] > asked["embedded"]
     assert gpu["big"] > 16 * 1024 > gpu.get("embedded", 0)

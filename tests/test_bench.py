@@ -13,8 +13,8 @@ import torch
 
 from anchormask.model import backbone as bb
 from anchormask.model import layout
-from anchormask.training import masking, train
 from anchormask.model import memory as memory_model
+from anchormask.training import masking, train
 from bench import common, e2e, flops, memory, scale, scale_job, stats
 from bench.common import Line
 from bench.reference import reference_train_step
@@ -127,7 +127,8 @@ def test_synthetic_generations_have_the_studys_shape():
 def test_line_ratio_and_status():
     assert Line("x", 3.0, "x", 2.0).ratio == 1.5 and Line("x", 3.0, "x", 2.0).status == "PASS"
     assert Line("x", 1.0, "x", 2.0).status == "MISS"
-    assert Line("t", 4.0, "s", 5.0, higher=False).ratio == 1.25 and Line("t", 6.0, "s", 5.0, higher=False).status == "MISS"
+    assert (Line("t", 4.0, "s", 5.0, higher=False).ratio == 1.25
+            and Line("t", 6.0, "s", 5.0, higher=False).status == "MISS")
     assert Line("i", 1.0, "MiB").status == "INFO" and "INFO" in Line("i", 1.0, "MiB").format()
 
 

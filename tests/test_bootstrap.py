@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from anchormask.stats import bootstrap, pairwise, signflip
 from anchormask.fileio import InputError
+from anchormask.stats import bootstrap, pairwise, signflip
 
 pytestmark = pytest.mark.unit
 
@@ -293,7 +293,8 @@ def test_arms_pair_by_seed_index_and_a_seedless_arm_repeats():
     rows = []
     for q in range(6):
         for seed, sign in ((42, 1), (43, -1)):
-            rows += [dict(query_id=f"q{q}", domain="astro", split="held_out", arm="random", train_seed=seed, overlap=0.3),
+            rows += [dict(query_id=f"q{q}", domain="astro", split="held_out", arm="random", train_seed=seed,
+                          overlap=0.3),
                      dict(query_id=f"q{q}", domain="astro", split="held_out", arm="anchor", train_seed=seed,
                           overlap=0.3 + 0.1 * sign)]
         rows.append(dict(query_id=f"q{q}", domain="astro", split="held_out", arm="base", train_seed=None, overlap=0.3))

@@ -7,9 +7,8 @@ import sys
 
 import pytest
 
-from anchormask import cli
+from anchormask import cli, fileio
 from anchormask.settings import command_line
-from anchormask import fileio
 from helpers import copy_repo, snakemake
 
 
@@ -89,7 +88,8 @@ def test_anchormask_run_stops_before_snakemake_on_a_bad_command_line(capsys):
 def test_snakemake_refuses_the_dotted_key_and_accepts_the_suggested_fix(repo_copy):
     proc = snakemake(repo_copy, "-n", "--config", "train.lr=0.002", "results/base/verified.json", check=False)
     assert proc.returncode != 0 and "Config entry must start with a valid identifier" in proc.stdout + proc.stderr
-    [message] = command_line.problems(["-n", "--config", "train.lr=0.002", "--", "results/adapters/anchor_full_n144_s300_seed42"])
+    [message] = command_line.problems(["-n", "--config", "train.lr=0.002", "--",
+                                       "results/adapters/anchor_full_n144_s300_seed42"])
     proc = snakemake(repo_copy, *fixed_command(message))
     assert "rule train_adapter:" in proc.stdout + proc.stderr
 

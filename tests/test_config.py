@@ -3,10 +3,9 @@ import copy
 import pytest
 import yaml
 
-from anchormask.settings import config, study
-
-from anchormask.settings import layers as config_layers
 from anchormask import fileio
+from anchormask.settings import config, study
+from anchormask.settings import layers as config_layers
 from helpers import FAMILY, REPO, SMALL, TINY, build_tiny_model
 
 pytestmark = pytest.mark.unit
@@ -51,7 +50,8 @@ def test_enum_errors_list_the_allowed_values(default):
     cfg["train"]["loss"] = "mse"
     message = problems_of(cfg)
     assert "train.loss" in message and "'llada'" in message
-    assert "arms.anchor.strategy: 'forward' is not allowed; allowed values: 'anchor', 'random', 'reverse', null" in message
+    assert ("arms.anchor.strategy: 'forward' is not allowed; "
+            "allowed values: 'anchor', 'random', 'reverse', null") in message
 
 
 def test_cross_key_checks(default):
@@ -98,7 +98,8 @@ def test_the_three_seed_variant_adds_two_seeds_of_the_main_arms_only(default):
     assert set(all_adapter_jobs(default)) <= jobs  # the default run's adapters are reused
     more_seeds = len(cfg["train"]["seeds"]) - len(default["train"]["seeds"])
     adapter_arms = sum(1 for arm in default["arms"].values() if arm["strategy"] is not None)
-    assert more_seeds > 0 and len(jobs - set(all_adapter_jobs(default))) == more_seeds * adapter_arms  # the sweep keeps one
+    # the sweep keeps one
+    assert more_seeds > 0 and len(jobs - set(all_adapter_jobs(default))) == more_seeds * adapter_arms
     assert [j.seed for j in study.arm_adapters(cfg, "anchor-vo")] == [42, 43, 44]
     assert [j.seed for j in study.sweep_adapters(cfg, "anchor", 72, 100)] == [42]
 

@@ -1,7 +1,6 @@
 import pytest
 
-from anchormask import data
-from anchormask import fileio
+from anchormask import data, fileio
 from anchormask.embedded_base.pretrain_text import lowercase_alnum_words
 from helpers import REPO
 
@@ -103,7 +102,8 @@ def test_unknown_field_is_named_with_the_allowed_ones(tmp_path):
                                             r"'gold_id'\?\); allowed fields: gold_id, id, query"):
         data.load_queries(path)
     path = write_lines(tmp_path / "p.jsonl", ['{"id": "p1", "question": "Q?", "answer": "A.", "anwser": "A."}\n'])
-    with pytest.raises(fileio.InputError, match=r"p.jsonl: line 1: field 'anwser': unknown field \(did you mean 'answer'"):
+    with pytest.raises(fileio.InputError,
+                       match=r"p.jsonl: line 1: field 'anwser': unknown field \(did you mean 'answer'"):
         data.load_pairs(path)
 
 
@@ -126,7 +126,8 @@ def _study(tmp_path, **edits):
         "corpora/law.jsonl": ['{"id": "law-1", "text": "Courts decide cases."}\n'],
         "queries/geo.jsonl": ['{"id": "geo-q1", "query": "Where does the Nile flow?", "gold_id": "geo-1"}\n'],
         "queries/law.jsonl": ['{"id": "law-q1", "query": "What do courts do?", "gold_id": "law-1"}\n'],
-        "pairs.jsonl": ['{"id": "p1", "statement_id": "geo-2", "question": "How high?", "answer": "Everest is high."}\n'],
+        "pairs.jsonl": ['{"id": "p1", "statement_id": "geo-2", "question": "How high?", '
+                        '"answer": "Everest is high."}\n'],
     }
     files.update({k.replace("__", "/"): v for k, v in edits.items()})
     for name, lines in files.items():
@@ -165,7 +166,8 @@ def test_cross_file_problems_name_file_line_and_field(tmp_path, edits, expected)
 def test_the_second_query_set_is_checked_like_the_first(tmp_path):
     cfg = _study(tmp_path, **{"alt__law.jsonl": ['{"id": "law-q1", "query": "Again?", "gold_id": "law-1"}\n']})
     cfg["data"]["alt_queries_dir"] = str(tmp_path / "alt")
-    with pytest.raises(fileio.InputError, match=r"alt/law.jsonl: line 1: field 'id': query id 'law-q1' is also on line 1"):
+    with pytest.raises(fileio.InputError,
+                       match=r"alt/law.jsonl: line 1: field 'id': query id 'law-q1' is also on line 1"):
         data.check_all(cfg)
     (tmp_path / "alt" / "law.jsonl").unlink()
     with pytest.raises(fileio.InputError, match=r"alt/law.jsonl: file not found; data.held_out names domain 'law', "

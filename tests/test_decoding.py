@@ -16,11 +16,11 @@ import math
 import pytest
 import torch
 
-from anchormask.model import backbone as bb
-from anchormask.settings import config
-from anchormask.model import layout
-from anchormask.generation import decoding, sampler
 from anchormask.fileio import InputError
+from anchormask.generation import decoding, sampler
+from anchormask.model import backbone as bb
+from anchormask.model import layout
+from anchormask.settings import config
 from tiny_families import BUILDERS, REMOTE, remote_code_runs
 
 pytestmark = pytest.mark.unit
@@ -487,8 +487,9 @@ def test_confidence_eos_eot_inf_names_the_missing_end_of_turn_on_a_llada_checkpo
 
 def test_ids_beyond_the_tokenizer_are_never_proposed(tmp_path):
     """A head with more rows than the tokenizer has tokens, the extra rows made the most likely."""
-    from helpers import build_tiny_model
     from transformers import BertForMaskedLM
+
+    from helpers import build_tiny_model
 
     path = build_tiny_model(tmp_path / "m")
     model = BertForMaskedLM.from_pretrained(path)

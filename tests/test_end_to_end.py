@@ -65,7 +65,8 @@ def test_headline_figures_and_report_exist(tiny_study):
     assert f"(second set: Holm over m = {len(second_set)})" in both and "| heldout_anchor_vs_random |" in both
     assert "indomain_anchor_vs_random" not in both
     samples = (tiny_study / "results" / "tables" / "samples.md").read_text()
-    assert samples.count("\n## ") == cfg["report"]["samples_per_domain"] * (1 + len(cfg["data"]["held_out"])) and "| random-qk |" in samples
+    assert (samples.count("\n## ") == cfg["report"]["samples_per_domain"] * (1 + len(cfg["data"]["held_out"]))
+            and "| random-qk |" in samples)
     snakemake(tiny_study, "--configfile", TINY, "--report", "results/report.html")
     html = (tiny_study / "results" / "report.html").read_text(errors="replace")
     assert "sweep.png" in html and "headline.md" in html and "samples.md" in html

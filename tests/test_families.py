@@ -12,11 +12,11 @@ import shutil
 import pytest
 import torch
 
+from anchormask.generation import sampler
 from anchormask.model import backbone as bb
 from anchormask.model import layout
-from anchormask.generation import sampler
-from anchormask.training import train
 from anchormask.probes import attention
+from anchormask.training import train
 from helpers import assert_one_pass_probe_equals_two_passes, tiny_train_settings
 from tiny_families import BUILDERS, DREAM, FAMILIES, LLADA, REMOTE, build_llada, remote_code_runs
 
@@ -64,7 +64,8 @@ def prompts(backbone, n=4):
     questions = ["which river flows into the sea ?", "what is the deepest lake ?", "where is the capital city ?",
                  "which star is the largest in the world ?"]
     return [sampler.Request(f"q{i}", layout.prompt_ids(backbone.tokenizer, q, backbone.template),
-                            layout.anchor_ids(backbone.tokenizer, "the river flows")) for i, q in enumerate(questions[:n])]
+                            layout.anchor_ids(backbone.tokenizer, "the river flows"))
+            for i, q in enumerate(questions[:n])]
 
 
 @pytest.mark.parametrize("family", [f for f in FAMILIES if f not in REMOTE])

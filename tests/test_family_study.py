@@ -32,7 +32,8 @@ def family_layer(dest, base, family):
                       "trust_remote_code": family in REMOTE, "device": "cpu"},
              "generation": DECODING.get(family, {})}
     if family == "llada":
-        layer["base"]["layout"] = "chat"  # the Instruct template end to end (the tiny tokenizer has LLaDA-8B-Instruct's)
+        # the Instruct template end to end (the tiny tokenizer has LLaDA-8B-Instruct's)
+        layer["base"]["layout"] = "chat"
     dest.write_text(yaml.safe_dump(layer, sort_keys=False))
     return dest
 

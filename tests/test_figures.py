@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from anchormask.fileio import InputError
 from anchormask.measurement import tables
 from anchormask.reporting import figures
-from anchormask.fileio import InputError
 from helpers import REPO
 
 pytestmark = pytest.mark.unit
@@ -26,9 +26,10 @@ def generations(n_in=5, n_out=4, domains=("astronomy", "law")):
     rows = []
     for q, (split, domain) in enumerate(places):
         for arm, (strategy, targets) in ARMS.items():
-            rows.append(dict(query_id=f"{domain}-q{q:02d}", domain=domain, split=split, query_set="main", arm=arm, strategy=strategy,
-                             targets=targets, adapter_id=None if strategy is None else arm,
-                             train_size=None if strategy is None else 144, train_steps=None if strategy is None else 300,
+            rows.append(dict(query_id=f"{domain}-q{q:02d}", domain=domain, split=split, query_set="main", arm=arm,
+                             strategy=strategy, targets=targets, adapter_id=None if strategy is None else arm,
+                             train_size=None if strategy is None else 144,
+                             train_steps=None if strategy is None else 300,
                              train_seed=None if strategy is None else 42, statement_id="s", locked_tokens=3,
                              anchor_truncated=False, post_anchor_tokens=10, word_tokens=10,
                              overlap=float(np.clip(LEVEL[arm] + gen.normal(0, 0.05), 0, 1)), empty=False,
@@ -186,7 +187,8 @@ def test_main_figure_shows_every_panel_and_arm(monkeypatch, tmp_path):
 
 
 def test_sweep_figure_shows_each_size_and_the_report(monkeypatch, tmp_path):
-    fig, size = drawn(monkeypatch, tmp_path, lambda pdf, png: figures.sweep_figure(sweep_stats(), pdf, png, strategies=SWEEP))
+    fig, size = drawn(monkeypatch, tmp_path,
+                      lambda pdf, png: figures.sweep_figure(sweep_stats(), pdf, png, strategies=SWEEP))
     (ax,) = visible_axes(fig)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend == ["72 pairs (N = 48 held-out queries)", "144 pairs (N = 48 held-out queries)", "report"]

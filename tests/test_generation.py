@@ -3,8 +3,8 @@ import json
 import pytest
 
 from anchormask import data
-from anchormask.generation import arm_answers, retrieval, sampler
 from anchormask.fileio import InputError
+from anchormask.generation import arm_answers, retrieval, sampler
 from helpers import REPO, cpu_base
 
 pytestmark = pytest.mark.unit
@@ -57,8 +57,8 @@ def test_a_truncated_anchor_is_logged(tiny_model_dir, law_retrieval, tmp_path, c
     base = cpu_base(tiny_model_dir)
     caplog.set_level("WARNING", logger="anchormask.generation.arm_answers")
     arm_answers.run_arm(arm="base", strategy=None, targets=None, adapters=[], retrieval_files=[str(law_retrieval)],
-                       out=str(tmp_path / "g.jsonl"), base=base, settings=sampler.SamplerSettings(answer_len=4, steps=2),
-                       threads=1)
+                       out=str(tmp_path / "g.jsonl"), base=base,
+                       settings=sampler.SamplerSettings(answer_len=4, steps=2), threads=1)
     rows = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]
     truncated = [r["query_id"] for r in rows if r["anchor_truncated"]]
     lines = [rec.getMessage() for rec in caplog.records if "anchor truncated" in rec.getMessage()]

@@ -59,7 +59,8 @@ def _finished_steps(identical: int, speedup: float) -> dict[str, dict]:
                                                       "tokens_per_s": 9000.0, "peak_gpu_mib": 80.0}},
         "build.tiny_llada": {"status": "skipped", "reason": "needs transformers 4.x"},
         "sampler.float32": {"status": "ok", "result": {"batched_s": 1.0, "reference_s": speedup, "speedup": speedup,
-                                                       "agreement": {"sequences": 63, "identical_sequences": identical}}},
+                                                       "agreement": {"sequences": 63,
+                                                                     "identical_sequences": identical}}},
         "sampler.bf16": {"status": "ok", "result": {"batched_s": 0.5, "agreement": agreement}},
     }
 

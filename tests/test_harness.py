@@ -121,8 +121,8 @@ def test_generate_until_stops_at_the_tasks_stop_sequence(lm):
 
 
 def test_an_altered_adapter_is_refused_with_the_audits_message(tiny_model_dir, trained_adapter, tmp_path):
-    from anchormask.harness.model import AnchormaskLM
     from anchormask.fileio import InputError
+    from anchormask.harness.model import AnchormaskLM
 
     altered = tmp_path / "anchor_full_n6_s2_seed42"
     shutil.copytree(trained_adapter, altered)
@@ -165,8 +165,8 @@ def _record(task, values):
 
 def test_the_stage_table_sets_each_arm_against_the_base_with_the_harness_stderr(tmp_path):
     from anchormask import fileio
-    from anchormask.measurement import tables
     from anchormask.harness import results
+    from anchormask.measurement import tables
 
     runs = [{"arm": "base", "train_seed": None, "task": "anchormask_cloze"},
             {"arm": "anchor", "train_seed": 42, "task": "anchormask_cloze"},

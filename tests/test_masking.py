@@ -2,10 +2,11 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from anchormask.training import masking
 from anchormask.model.layout import ANSWER, PAD, QUESTION, SPECIAL
+from anchormask.training import masking
 
 pytestmark = pytest.mark.unit
 

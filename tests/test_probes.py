@@ -9,14 +9,14 @@ import pytest
 import torch
 import yaml
 
-from anchormask.model import adapters, modeljob
-from anchormask.generation import arm_answers, sampler
 from anchormask import fileio
+from anchormask.fileio import InputError
+from anchormask.generation import arm_answers, sampler
 from anchormask.measurement import tables
+from anchormask.model import adapters, modeljob
 from anchormask.model import backbone as bb
 from anchormask.probes import attention, lora, maskcount
 from anchormask.reporting import probe_figures, probe_markdown
-from anchormask.fileio import InputError
 from helpers import REPO, assert_one_pass_probe_equals_two_passes, cpu_base
 
 ARM_ORDER = list(yaml.safe_load((REPO / "config.yaml").read_text())["arms"])  # the default study's arms
@@ -216,8 +216,8 @@ def _scored(levels):
     for (arm, k), level in levels.items():
         for q in range(6):
             split = "held_out" if q < 4 else "in_domain"
-            rows.append({"arm": arm, "k": k, "query_id": f"q{q}", "domain": "law" if q < 4 else "in_domain", "split": split, "overlap": level + 0.01 * q,
-                         "empty": False, "word_tokens": 10})
+            rows.append({"arm": arm, "k": k, "query_id": f"q{q}", "domain": "law" if q < 4 else "in_domain",
+                         "split": split, "overlap": level + 0.01 * q, "empty": False, "word_tokens": 10})
     return pd.DataFrame(rows)
 
 
@@ -261,8 +261,9 @@ def test_summary_names_reverse_vs_random_and_the_ablation_figure():
                           "b": "random", "mean_a": 0.2, "mean_b": 0.25, "diff": -0.05, "diff_lo": -0.08,
                           "diff_hi": -0.01, "ratio": 0.8, "ratio_lo": 0.7, "ratio_hi": 0.95, "p_a_gt_b": 0.01,
                           "report": "diff -0.038, P(a>b) = 0.006"}])
-    text = probe_markdown.summary_markdown(comp, None, None, None, {"reverse": {"strategy": "reverse", "targets": "full"},
-                                                                "random": {"strategy": "random", "targets": "full"}},
+    text = probe_markdown.summary_markdown(comp, None, None, None,
+                                           {"reverse": {"strategy": "reverse", "targets": "full"},
+                                            "random": {"strategy": "random", "targets": "full"}},
                                            PATHS, arm_order=ARM_ORDER)
     assert "heldout_reverse_vs_random" in text and "diff -0.050" in text
     assert "results/figures/ablation.pdf" in text

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from anchormask.fileio import InputError
 from anchormask.settings import config as study_config
 from anchormask.settings import study
 from anchormask.training import train
-from anchormask.fileio import InputError
 from helpers import REPO, cpu_base, tiny_train_settings
 
 BASE_SHA = "ab" * 32

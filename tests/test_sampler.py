@@ -1,8 +1,8 @@
 import pytest
 
+from anchormask.fileio import InputError
 from anchormask.generation import arm_answers, decoding, sampler
 from anchormask.model import layout
-from anchormask.fileio import InputError
 from bench.reference import num_transfer_tokens, reference_generate
 
 pytestmark = pytest.mark.unit
@@ -60,8 +60,11 @@ def test_outputs_do_not_depend_on_batch_composition(tiny_backbone):
 def test_same_seed_same_output_other_seed_other_output(tiny_backbone):
     backbone, runtime = tiny_backbone
     reqs = requests(backbone)
-    make = lambda seed: [r.slot_ids for r in sampler.generate(
-        backbone, runtime, reqs, sampler.SamplerSettings(answer_len=16, steps=4, temperature=2.0, seed=seed))]
+
+    def make(seed):
+        return [r.slot_ids for r in sampler.generate(
+            backbone, runtime, reqs, sampler.SamplerSettings(answer_len=16, steps=4, temperature=2.0, seed=seed))]
+
     assert make(1) == make(1)
     assert make(1) != make(2)
 
@@ -185,10 +188,11 @@ def test_a_sequence_longer_than_the_model_allows_is_named_before_any_forward(tin
     longest = max(reqs, key=lambda r: len(r.prompt_ids))
     fits = 96 - len(longest.prompt_ids) - 4
     sampler.generate(backbone, runtime, reqs, sampler.SamplerSettings(answer_len=fits, steps=1, extra_masks=4))
-    with pytest.raises(InputError, match=rf"query {longest.query_id}: prompt \({len(longest.prompt_ids)} tokens\) "
-                                         rf"\+ generation.answer_len \({fits + 1}\) \+ extra masks \(4\) = 97 positions, "
-                                         rf"more than the base allows \(max_position_embeddings = 96 in .*config.json\); "
-                                         rf"lower generation.answer_len .* to at most {fits}"):
+    with pytest.raises(InputError,
+                       match=rf"query {longest.query_id}: prompt \({len(longest.prompt_ids)} tokens\) "
+                             rf"\+ generation.answer_len \({fits + 1}\) \+ extra masks \(4\) = 97 positions, "
+                             rf"more than the base allows \(max_position_embeddings = 96 in .*config.json\); "
+                             rf"lower generation.answer_len .* to at most {fits}"):
         sampler.generate(backbone, runtime, reqs, sampler.SamplerSettings(answer_len=fits + 1, steps=1, extra_masks=4))
 
 

@@ -5,9 +5,9 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from anchormask.settings import config
-from anchormask.reporting import paper, samples
 from anchormask.fileio import InputError
+from anchormask.reporting import paper, samples
+from anchormask.settings import config
 from helpers import REPO
 
 pytestmark = pytest.mark.unit

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from anchormask import schemas
-from anchormask.settings import config
 from anchormask.generation import sampler
+from anchormask.settings import config
 from helpers import REPO
 
 pytestmark = pytest.mark.unit

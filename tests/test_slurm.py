@@ -82,7 +82,8 @@ def test_slurm_run_matches_local_run(slurm_cluster, tmp_path):  # noqa: F811
     submitted = SUBMITTED.findall(proc.stdout + proc.stderr)
     logs = _slurm_logs(remote)
     queue = _queue(slurm_cluster)
-    print(f"\n[slurm] SLURM {slurm_seconds:.1f} s, the local run alongside, both {both_seconds:.1f} s; {len(submitted)} SLURM jobs "
+    print(f"\n[slurm] SLURM {slurm_seconds:.1f} s, the local run alongside, both {both_seconds:.1f} s; "
+          f"{len(submitted)} SLURM jobs "
           f"{ {rule: len(paths) for rule, paths in sorted(logs.items())} }")
 
     assert set(logs) == REMOTE_RULES and not LOCAL_RULES & set(logs)  # localrules ran on the submit host

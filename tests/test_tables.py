@@ -9,11 +9,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from anchormask import data
-from anchormask.measurement import tables
-from anchormask.stats import pairwise
-from anchormask.reporting import markdown
 from anchormask.checksum import file_sha256
 from anchormask.fileio import InputError, canonical_json, write_jsonl
+from anchormask.measurement import tables
+from anchormask.reporting import markdown
+from anchormask.stats import pairwise
 from helpers import REPO
 
 pytestmark = pytest.mark.unit
@@ -37,13 +37,15 @@ def record(query_id, domain, arm, text, *, seed=42, strategy="anchor", targets="
     adapter = None if arm == "base" else f"{strategy}_{targets}_n{size}_s{steps}_seed{seed}"
     return {
         "query_id": query_id, "domain": domain, "split": "in_domain" if domain == "geo" else "held_out",
-        "query_set": query_set, "arm": arm, "strategy": None if arm == "base" else strategy, "targets": None if arm == "base" else targets,
+        "query_set": query_set, "arm": arm, "strategy": None if arm == "base" else strategy,
+        "targets": None if arm == "base" else targets,
         "train_size": None if arm == "base" else size, "train_steps": None if arm == "base" else steps,
         "train_seed": None if arm == "base" else seed, "adapter_id": adapter,
         "adapter_sha256": None if arm == "base" else "ab" * 32, "query": f"question {query_id}?",
         "statement_id": f"{domain}-000", "statement": "an anchor", "locked_tokens": 3, "anchor_truncated": False,
         "generated_text": "an anchor " + text, "post_anchor_text": text, "post_anchor_tokens": len(text.split()),
-        "ended": bool(text), "continues_anchor_word": False, "forward_passes": 16, "sampler": {"answer_len": 48, "steps": 16}, "seed": 1234,
+        "ended": bool(text), "continues_anchor_word": False, "forward_passes": 16,
+        "sampler": {"answer_len": 48, "steps": 16}, "seed": 1234,
         "base_sha256": "cd" * 32, "versions": {"python": "3.12"},
     }
 
@@ -174,7 +176,8 @@ def test_shipped_corpora_tell_their_domains_apart(tmp_path):
     against its own domain's corpus only (each statement has a word the other corpora lack)."""
     files = {path.stem: path for path in sorted((REPO / "data" / "corpora").glob("*.jsonl"))}
     firsts = {d: json.loads(path.read_text().splitlines()[0])["text"] for d, path in files.items()}
-    recs = [record(f"{source}-as-{domain}", domain, "anchor", text) for source, text in firsts.items() for domain in files]
+    recs = [record(f"{source}-as-{domain}", domain, "anchor", text)
+            for source, text in firsts.items() for domain in files]
     df = tables.generations_table([write_records(tmp_path / "g.jsonl", recs)], files)
     full = sorted(df.loc[df["overlap"] == 1.0, "query_id"])
     assert len(df) == len(files) ** 2 and full == sorted(f"{d}-as-{d}" for d in files)
@@ -221,7 +224,7 @@ def test_headline_markdown_lists_ours_beside_the_report():
     text = markdown.headline_markdown(comps, sweep, {"path": "data/base", "sha256": "418e" + "0" * 60}, content,
                                       sweep_strategies=["anchor", "random"])
     lines = text.splitlines()
-    row = next(l for l in lines if l.startswith("| heldout_anchor_vs_random "))
+    row = next(line for line in lines if line.startswith("| heldout_anchor_vs_random "))
     cells = [c.strip() for c in row.strip("|").split("|")]
     r = comps.iloc[0]
     assert cells[4] == "10"
@@ -232,9 +235,9 @@ def test_headline_markdown_lists_ours_beside_the_report():
     assert "(Holm over m = 2)" in text and "| heldout_anchor_vs_random_content |" in text
     assert text.index("corpus_overlap (Holm") < text.index("content-word overlap (Holm") < text.index("## Sweep")
     assert "Per training seed" not in text  # one seed: nothing to break down
-    base_row = next(l for l in lines if l.startswith("| heldout_anchor_vs_base "))
+    base_row = next(line for line in lines if line.startswith("| heldout_anchor_vs_base "))
     assert "infx [inf, inf]" in base_row and base_row.rstrip().endswith("| — |")
-    sweep_rows = [l for l in lines if l.startswith("| 72 |")]
+    sweep_rows = [line for line in lines if line.startswith("| 72 |")]
     assert len(sweep_rows) == 2 and "1.97-2.19x at 100 steps" in sweep_rows[0]
     assert "`data/base`" in text and "418e" + "0" * 60 in text
     assert "resamples 500" in text and "seed 3" in text
@@ -317,7 +320,8 @@ def test_scripts_aggregate_statistics_headline(tmp_path, gen_file):
     tables.write_parquet(sweep_df, sweep_table, tables.GENERATIONS_SCHEMA)
     sweep_stats = tmp_path / "stats" / "sweep.parquet"
     run_script("statistics.py", input=Named([str(sweep_table)]), output=Named([str(sweep_stats)]),
-               params=Named(kind="sweep", strategies=canonical_json(["anchor", "random"]), tables=canonical_json([{"table": "sweep", "metric": "overlap", "query_set": "main"}]),
+               params=Named(kind="sweep", strategies=canonical_json(["anchor", "random"]),
+                            tables=canonical_json([{"table": "sweep", "metric": "overlap", "query_set": "main"}]),
                             settings=canonical_json({"resamples": 200, "permutations": 100, "confidence": 0.9,
                                                      "seed": 1, "sweep_report": {"72x100": "2x"}})),
                log=Named([str(tmp_path / "sweep.log")]))

@@ -1,13 +1,12 @@
+import dataclasses
 import json
 
 import pytest
 import torch
 
-import dataclasses
-
+from anchormask import fileio
 from anchormask.model import backbone as bb
 from anchormask.model import families
-from anchormask import fileio
 from anchormask.settings import study
 from anchormask.training import train
 from helpers import cpu_base, tiny_train_settings

@@ -31,7 +31,8 @@ LLADA_CHAT = ("{% for m in messages %}{% if loop.first %}{{ bos_token }}{% endif
               "{% endif %}")
 DREAM_CHAT = ("{% if messages[0]['role'] != 'system' %}"
               "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
-              "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{% endfor %}"
+              "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}"
+              "{% endfor %}"
               "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 CHAT_WORDS = ("user", "assistant", "system", "you", "are", "helpful")
 FAMILIES = ("bert", "roberta", "distilbert", "electra", "llada", "dream")
