@@ -1,5 +1,4 @@
-"""Snakemake script: every base's generations and comparisons -> results/tables/bases.{md,parquet} and
-bases_differences.parquet."""
+"""Snakemake script: every base's comparisons -> results/tables/bases.{md,parquet}, bases_differences.parquet."""
 
 import json
 import logging

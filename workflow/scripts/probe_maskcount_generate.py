@@ -1,5 +1,4 @@
-"""Snakemake script: one arm's mask-count probe generations, one JSONL per extra-mask count k
-(anchormask.generation.arm_answers)."""
+"""Snakemake script: one arm's mask-count probe generations, one JSONL per extra-mask count k."""
 
 import json
 
