@@ -331,17 +331,17 @@ def test_6_training_killed_by_sigkill_leaves_nothing_complete_and_resumes_identi
 # What an edit of one library module must plan: (the rules whose scripts import it, directly or
 # through other modules; every rule the edit plans, those and what is downstream of them).
 # Snakemake reports "Params have changed" only for a job none of whose inputs is rebuilt, so the
-# first set bounds the rules with that reason; the second is the exact plan. verify.py and
-# tables.py are the modules the hand-written lists missed (verify_base, figure); reporting/figures.py
-# is a module of a subpackage (probe_summary is planned only because its inputs are rebuilt).
+# first set bounds the rules with that reason; the second is the exact plan. model/verify.py and
+# measurement/tables.py are the modules the hand-written lists missed (verify_base, figure);
+# probe_summary is planned for reporting/figures.py only because its inputs are rebuilt.
 PROBE_RULES = {"probe_attention", "probe_lora", "probe_maskcount", "probe_summary"}
 ANALYSIS_RULES = {"aggregate", "aggregate_sweep", "statistics", "statistics_sweep", "headline", "samples", "figure"}
 MODULE_EDITS = {
-    "verify.py": ({"verify_base"}, ("every rule but", {"retrieve"})),
-    "tables.py": (ANALYSIS_RULES | PROBE_RULES, ANALYSIS_RULES | PROBE_RULES | {"paper"}),
+    "model/verify.py": ({"verify_base"}, ("every rule but", {"retrieve"})),
+    "measurement/tables.py": (ANALYSIS_RULES | PROBE_RULES, ANALYSIS_RULES | PROBE_RULES | {"paper"}),
     "reporting/figures.py": ({"figure", "probe_attention", "probe_lora", "probe_maskcount"},
                              {"figure", "paper"} | PROBE_RULES),
-    "families.py": ({"train_adapter", "generate_arm", "generate_sweep", "probe_maskcount_generate"} | PROBE_RULES,
+    "model/families.py": ({"train_adapter", "generate_arm", "generate_sweep", "probe_maskcount_generate"} | PROBE_RULES,
                     ("every rule but", {"verify_base", "retrieve"})),
     "embedded_base/pretrain.py": (set(), set()),  # pretrain_base is outside the default target
 }
