@@ -37,6 +37,22 @@ def _layers(cfg):
 
 
 @pytest.mark.unit
+def test_a_base_s_parameters_come_from_its_safetensors_headers_and_a_cut_file_is_named(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from anchormask.fileio import InputError
+
+    save_file({"w": torch.zeros(3, 5)}, str(tmp_path / "model-1.safetensors"))
+    save_file({"v": torch.zeros(7), "u": torch.zeros(2, 2)}, str(tmp_path / "model-2.safetensors"))
+    assert report_bases.safetensors_parameters(tmp_path) == 15 + 7 + 4
+    cut = tmp_path / "model-2.safetensors"
+    cut.write_bytes(cut.read_bytes()[:12])
+    with pytest.raises(InputError, match="model-2.safetensors: the safetensors header cannot be read"):
+        report_bases.safetensors_parameters(tmp_path)
+
+
+@pytest.mark.unit
 def test_a_layer_with_an_unknown_key_names_the_base_the_file_and_the_key(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     cfg = config.yaml_file("config.yaml")

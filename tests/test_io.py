@@ -64,3 +64,19 @@ def test_temporaries_whose_writer_this_host_cannot_check_are_named_not_removed(t
         "it; delete it if no job is writing there",
         f"kept {remote}: a temporary of a writer on host gpu-node-07 (pid 123), which this host cannot check; "
         "delete it if no job is writing there"]
+
+
+def test_a_safetensors_header_is_read_without_its_tensors_and_a_damaged_one_is_none(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    path = tmp_path / "w.safetensors"
+    save_file({"a": torch.zeros(2, 3), "b": torch.ones(4)}, str(path), metadata={"note": "x"})
+    length, header = fileio.read_safetensors_header(path)
+    assert {k: v["shape"] for k, v in header.items() if k != "__metadata__"} == {"a": [2, 3], "b": [4]}
+    assert 8 + length + max(v["data_offsets"][1] for k, v in header.items() if k != "__metadata__") == \
+        path.stat().st_size
+    path.write_bytes(path.read_bytes()[:20])  # cut inside the header
+    assert fileio.read_safetensors_header(path) is None
+    path.write_bytes((2**40).to_bytes(8, "little"))  # a length no header has
+    assert fileio.read_safetensors_header(path) is None

@@ -220,3 +220,22 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
                 raise InputError(f"{p}: line {lineno}: expected a JSON object, got {type(obj).__name__}")
             records.append(obj)
     return records
+
+
+SAFETENSORS_HEADER_LIMIT = 100 * 2**20  # safetensors' own cap on a header's length
+
+
+def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[int, dict[str, Any]] | None:
+    """A safetensors file's (header length, header) without reading any tensor, or None when the
+    header cannot be read (a truncated or altered file). Tensor entries map a name to its dtype,
+    shape and data_offsets; ``__metadata__`` holds strings."""
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        length = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if not 0 < length <= SAFETENSORS_HEADER_LIMIT:
+            return None
+        try:
+            header = json.loads(fh.read(length))
+        except ValueError:
+            return None
+    return (length, header) if isinstance(header, dict) else None

@@ -8,9 +8,7 @@ results/tables/bases.parquet (one row per base and comparison), results/tables/b
 
 from __future__ import annotations
 
-import json
 import os
-import struct
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,10 +54,11 @@ def safetensors_parameters(folder: str | os.PathLike[str]) -> int | None:
         return None
     total = 0
     for path in files:
-        with path.open("rb") as handle:
-            size = struct.unpack("<Q", handle.read(8))[0]
-            header = json.loads(handle.read(size))
-        total += sum(int(np.prod(t["shape"])) for key, t in header.items() if key != "__metadata__")
+        read = fileio.read_safetensors_header(path)
+        if read is None:
+            raise fileio.InputError(f"{path}: the safetensors header cannot be read (a truncated or altered file); "
+                                    "copy the checkpoint again")
+        total += sum(int(np.prod(t["shape"])) for key, t in read[1].items() if key != "__metadata__")
     return total
 
 

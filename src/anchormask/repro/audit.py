@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from anchormask.checksum import directory_manifest, file_sha256, manifest_sha256
+from anchormask.fileio import read_safetensors_header
 
 FORMAT = 1
 VOLATILE_DIRS = ("logs", "benchmarks")
@@ -258,16 +259,14 @@ def format_check(found: list[dict[str, Any]]) -> str:
 def _safetensors_size(path: Path) -> int | None:
     """The file size a safetensors header describes (8 + header + the end of the last tensor), or None
     when the header itself is unreadable."""
-    with open(path, "rb") as fh:
-        head = fh.read(8)
-        length = int.from_bytes(head, "little") if len(head) == 8 else -1
-        if not 0 < length <= 100 * 2**20:
-            return None
-        try:
-            header = json.loads(fh.read(length))
-            ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-            return None
+    read = read_safetensors_header(path)
+    if read is None:
+        return None
+    length, header = read
+    try:
+        ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return None
     return 8 + length + max(ends, default=0)
 
 
