@@ -4,19 +4,16 @@
 import json
 import math
 import os
-import sys
 from pathlib import Path
 
 from snakemake.utils import validate
 
-from anchormask.repro import audit as study_audit
-from anchormask.settings import bases as study_bases
-from anchormask.settings import layers as config_layers
-from anchormask.repro import codedigest
-from anchormask.settings import config as study_config
 from anchormask import data as study_data
 from anchormask import fileio as study_io
-from anchormask import schemas as study_schemas
+from anchormask.repro import codedigest
+from anchormask.settings import bases as study_bases
+from anchormask.settings import checks as study_checks
+from anchormask.settings import config as study_config
 from anchormask.settings import study
 
 # Study of one base: the config Snakemake read (config.yaml, each --configfile, --config) is checked here.
@@ -24,23 +21,12 @@ from anchormask.settings import study
 # before loading its module, and the module's config is that merged config.
 BASE_STUDY = study_bases.loading_now()
 if BASE_STUDY is None:
-    # --config values arrive as strings below the top level ('train={rank: 8}' gives '8'): typed first.
-    config_layers.apply_override_types(config, dict(workflow.config_settings.config or {}))
-    CONFIG_LAYERS = config_layers.command_line_layers(workflow.config_settings)
-    # Our validator first (its messages name the source, the key and the allowed values), then
-    # Snakemake's, which also fills in the schema's defaults; both read the package's schema file
-    # (src/anchormask/schemas/config.schema.yaml). Then every data file and the base's limits.
-    study_config.validate(config, CONFIG_LAYERS.source_of)
-    validate(config, str(study_schemas.path("config")))
+    # The checks every study passes (anchormask.settings.checks; bases_common.smk runs them per base).
+    CONFIG_LAYERS = study_checks.command_line_config(config, workflow.config_settings)
     study_config.check_base(config, CONFIG_LAYERS.source_of)
-    study_data.check_all(config)
-    anchor_lengths = study_data.check_anchor_lengths(config)  # a statement too long to be an anchor stops here
-    # Adapters deleted or cut short after outputs were made from them: Snakemake says "Nothing to be done".
-    # Existence and sizes only (no hashing), once per run, not in each job's own parse of the workflow.
-    if workflow.is_main_process:
-        sys.stderr.write(study_audit.format_damaged(study_audit.damaged_adapters()))
-        study_io.sweep_temporaries("results")  # a killed writer's leftovers: removed, one stderr line each
-        sys.stderr.write(study_data.format_truncations(config, anchor_lengths))  # anchors cut to fit, once
+    anchor_lengths = study_checks.check_study(config, validate)
+    if workflow.is_main_process:  # once per run, not in each job's own parse of the workflow
+        study_checks.report_once([("", config, anchor_lengths)])
 else:
     CONFIG_LAYERS = BASE_STUDY.layers
 CONFIG_SOURCES = CONFIG_LAYERS.source_of
