@@ -207,3 +207,19 @@ def test_ablation_figure_shows_targets_strategies_and_base(monkeypatch, tmp_path
     assert ax.get_xlabel() == "LoRA target modules" and ax.get_ylabel() == "mean corpus_overlap"
     assert len(ax.patches) == 2 * 3  # anchor and random for each target set
     assert size == tuple(round(v * figures.RC["savefig.dpi"]) for v in fig.get_size_inches())
+
+
+def test_sweep_figure_draws_a_panel_per_strategy_compared_with_the_first(monkeypatch, tmp_path):
+    reverse = sweep_stats().assign(b=lambda d: d["b"].str.replace("random", "reverse"), ratio=lambda d: d["ratio"] / 2,
+                                   ratio_lo=lambda d: d["ratio_lo"] / 2, ratio_hi=lambda d: d["ratio_hi"] / 2)
+    both = pd.concat([sweep_stats(), reverse], ignore_index=True)
+    fig, _ = drawn(monkeypatch, tmp_path, lambda pdf, png: figures.sweep_figure(
+        both, pdf, png, strategies=["anchor", "random", "reverse"]))
+    first, second = visible_axes(fig)
+    assert first.get_ylabel() == "anchor / random mean corpus_overlap"
+    assert second.get_ylabel() == "anchor / reverse mean corpus_overlap"
+    assert [t.get_text() for t in second.get_legend().get_texts()][-1] != "report"  # the report is about the first pair
+    assert list(second.get_lines()[0].get_ydata()) == list(sweep_stats().query("train_size == 72")["ratio"] / 2)
+    with pytest.raises(InputError, match="no anchor vs reverse rows"):
+        figures.sweep_figure(sweep_stats(), tmp_path / "x.pdf", tmp_path / "x.png",
+                             strategies=["anchor", "random", "reverse"])

@@ -140,50 +140,54 @@ def _finite(values: Any) -> np.ndarray:
 
 def sweep_figure(sweep_stats_df: pd.DataFrame, pdf_path: str | os.PathLike[str],
                  png_path: str | os.PathLike[str], *, strategies: Sequence[str]) -> None:
-    """The ratio of the first of ``strategies`` (config ``sweep.strategies``) to the second vs training
-    steps, one line (and CI band) per data size, the report's figures marked; the headline's sweep
-    tables hold every other pair."""
-    first, second = strategies[0], strategies[1]
-    df = sweep_pair(sweep_stats_df, strategies, second)
-    if df.empty:
-        raise InputError(f"sweep statistics table has no {first} vs {second} rows")
-    df = df.sort_values(["train_size", "train_steps"])
-    sizes = sorted(int(s) for s in df["train_size"].unique())
-    palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b")
+    """The ratio of the first of ``strategies`` (config ``sweep.strategies``) to each of the others vs
+    training steps, one panel per other strategy, one line (and CI band) per data size, the report's
+    figures marked on the first panel (``statistics.sweep_report`` is about the first pair)."""
+    first, others = strategies[0], list(strategies[1:])
+    pairs = [(other, sweep_pair(sweep_stats_df, strategies, other)) for other in others]
+    empty = [other for other, df in pairs if df.empty]
+    if empty:
+        raise InputError(f"sweep statistics table has no {first} vs {', '.join(empty)} rows")
     with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(5.2, 3.6), layout="constrained")
-        ax = fig.subplots()
-        reported = False
-        for i, size in enumerate(sizes):
-            part = df[df["train_size"] == size]
-            steps = part["train_steps"].to_numpy(dtype=float)
-            colour = palette[i % len(palette)]
-            ns = part["n"].astype(int).tolist()
-            ax.fill_between(steps, _finite(part["ratio_lo"]), _finite(part["ratio_hi"]), color=colour, alpha=0.18,
-                            linewidth=0)
-            ax.plot(steps, _finite(part["ratio"]), marker="o", color=colour,
-                    label=f"{size} pairs ({_n_label(ns)} held-out queries)")
-            for step, rep in zip(steps, part["report"]):
-                rng = parse_report(rep)
-                if rng is None:
-                    continue
-                offset = step * (1.06 if i % 2 else 0.94)
-                ax.errorbar([offset], [(rng[0] + rng[1]) / 2], yerr=[[(rng[1] - rng[0]) / 2], [(rng[1] - rng[0]) / 2]],
-                            fmt="D", markersize=4, capsize=3, color=colour, markerfacecolor="white",
-                            label="report" if not reported else None)
-                reported = True
-        ax.axhline(1.0, color="black", linewidth=0.6, linestyle="--")
-        ax.set_xscale("log")
-        all_steps = sorted(int(s) for s in df["train_steps"].unique())
-        ax.set_xticks(all_steps, [str(s) for s in all_steps])
-        ax.minorticks_off()
-        ax.set_xlabel("training steps (log scale)")
-        ax.set_ylabel(f"{first} / {second} mean corpus_overlap")
-        conf = sorted(set(float(c) for c in df["confidence"])) if "confidence" in df else [0.95]
-        ax.set_title(f"Sweep: {first}/{second} ratio, held-out pooled ({100 * conf[0]:g}% CI bands)")
-        ax.grid(linewidth=0.3, alpha=0.6)
-        ax.legend(loc="best", frameon=False)
+        fig = Figure(figsize=(5.2 * len(pairs), 3.6), layout="constrained")
+        axes = fig.subplots(1, len(pairs), sharey=True, squeeze=False)[0]
+        for ax, (other, df) in zip(axes, pairs):
+            _sweep_panel(ax, df.sort_values(["train_size", "train_steps"]), first, other, reports=ax is axes[0])
         save(fig, pdf_path, png_path)
+
+
+def _sweep_panel(ax, df: pd.DataFrame, first: str, other: str, *, reports: bool) -> None:
+    palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b")
+    reported = False
+    for i, size in enumerate(sorted(int(s) for s in df["train_size"].unique())):
+        part = df[df["train_size"] == size]
+        steps = part["train_steps"].to_numpy(dtype=float)
+        colour = palette[i % len(palette)]
+        ns = part["n"].astype(int).tolist()
+        ax.fill_between(steps, _finite(part["ratio_lo"]), _finite(part["ratio_hi"]), color=colour, alpha=0.18,
+                        linewidth=0)
+        ax.plot(steps, _finite(part["ratio"]), marker="o", color=colour,
+                label=f"{size} pairs ({_n_label(ns)} held-out queries)")
+        for step, rep in zip(steps, part["report"] if reports else []):
+            rng = parse_report(rep)
+            if rng is None:
+                continue
+            offset = step * (1.06 if i % 2 else 0.94)
+            ax.errorbar([offset], [(rng[0] + rng[1]) / 2], yerr=[[(rng[1] - rng[0]) / 2], [(rng[1] - rng[0]) / 2]],
+                        fmt="D", markersize=4, capsize=3, color=colour, markerfacecolor="white",
+                        label="report" if not reported else None)
+            reported = True
+    ax.axhline(1.0, color="black", linewidth=0.6, linestyle="--")
+    ax.set_xscale("log")
+    all_steps = sorted(int(s) for s in df["train_steps"].unique())
+    ax.set_xticks(all_steps, [str(s) for s in all_steps])
+    ax.minorticks_off()
+    ax.set_xlabel("training steps (log scale)")
+    ax.set_ylabel(f"{first} / {other} mean corpus_overlap")
+    conf = sorted(set(float(c) for c in df["confidence"])) if "confidence" in df else [0.95]
+    ax.set_title(f"Sweep: {first}/{other} ratio, held-out pooled ({100 * conf[0]:g}% CI bands)")
+    ax.grid(linewidth=0.3, alpha=0.6)
+    ax.legend(loc="best", frameon=False)
 
 
 def ablation_summary(generations_df: pd.DataFrame, resamples: int = 10_000, confidence: float = 0.95,
