@@ -126,5 +126,17 @@ def test_schemas_are_package_data_and_the_workflow_validates_against_the_same_fi
     assert package_data["anchormask.schemas"] == ["*.schema.yaml"]
     for name in schemas.NAMES:
         assert schemas.path(name).is_file() and (REPO / schemas.shown(name)).is_file()
-    assert 'validate(config, str(study_schemas.path("config")))' in (REPO / "workflow/rules/common.smk").read_text()
     assert not (REPO / "workflow" / "schemas").exists()
+
+
+def test_the_workflow_fills_in_defaults_from_the_package_schema(monkeypatch):
+    """settings.checks.check_study hands Snakemake's validate the package's schema file, for one base
+    (common.smk) and for each of several (bases_common.smk)."""
+    from anchormask.settings import checks, config
+
+    monkeypatch.chdir(REPO)
+    seen = []
+    checks.check_study(config.load("config.yaml"), lambda cfg, schema: seen.append(schema))
+    assert seen == [str(schemas.path("config"))]
+    for smk in ("common.smk", "bases_common.smk"):
+        assert "study_checks.check_study(" in (REPO / "workflow" / "rules" / smk).read_text()
