@@ -2,12 +2,12 @@
 
 For each shape (LLaDA-8B's and Dream-7B's config.json values, the report's 1.3B LLaDA-style shape, a
 ~50M LLaDA-style and a ~120M Dream-style shape (untied, GQA) and the embedded base) that the machine can
-hold, three measurements, each in
-a fresh process under ``python -m bench._rss`` so peaks do not mix: loading, one LoRA training step at
-the study's batch and length, one generation step of a full batch; with the settings of the shape's
-layer in config/bases/ over config.yaml. The big shapes are built in memory with random weights and
-the family's modelling code (tests/remote_code/: the tests' LLaDA- and Dream-style code, the real
-checkpoints' module layout), never written to disk; the embedded base is loaded from data/base.
+hold, three measurements, each in a fresh process under ``python -m bench._rss`` so peaks do not mix:
+loading, one LoRA training step at the study's batch and length, one generation step of a full batch;
+with the settings of the shape's layer in config/bases/ over config.yaml. The big shapes are built in
+memory with random weights and the family's modelling code (tests/remote_code/: the tests' LLaDA- and
+Dream-style code, the real checkpoints' module layout), never written to disk; the embedded base is
+loaded from data/base.
 Peak: host RSS on the CPU (float32), peak allocated on a GPU (bf16). Each line: measured, the model's
 prediction for the same shape and settings, their ratio; PASS within 15%.
 """

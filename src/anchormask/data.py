@@ -154,8 +154,8 @@ def _check_pair_answers(path: str, pairs: list[dict[str, Any]], corpus_file: Pat
                                 f"is statement {texts[pair['answer']]!r}")
         if sid is not None and ids[sid] != pair["answer"]:
             raise fileio.InputError(f"{where}: field 'statement_id': {sid!r} has another text than the answer, "
-                                    "which is "
-                                f"statement {texts[pair['answer']]!r} of {corpus_file}; correct one of them")
+                                    f"which is statement {texts[pair['answer']]!r} of {corpus_file}; "
+                                    "correct one of them")
 
 
 def check_all(config: dict) -> dict[str, int]:

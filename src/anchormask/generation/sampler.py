@@ -8,9 +8,9 @@ is preserved by construction, identically for every arm. The k extra masks (the 
 probe) stay masked throughout: they change the context, not the length of the answer.
 
 One step (``decoding`` holds what it decides, option by option; docs/real-bases.md, "Decoding
-options", has the table of options and the family whose own sampler each comes from): the model predicts every
-masked position of the current block, ``decoding.propose`` gives each a token and a confidence,
-``decoding.choose`` picks the positions to commit.
+options", has the table of options and the family whose own sampler each comes from): the model
+predicts every masked position of the current block, ``decoding.propose`` gives each a token and a
+confidence, ``decoding.choose`` picks the positions to commit.
 
 ``block_len`` > 0 decodes the slot in LLaDA's semi-autoregressive blocks, left to right, each
 with an equal share of the steps; 0 is one block, the whole slot.
@@ -292,7 +292,6 @@ def _logits(backbone: Backbone, runtime: Runtime, vocabulary: decoding.Vocabular
             un = backbone.logits_at(unprompted.to(runtime.device), attention, rows, cols).float()
             logits = un + (settings.cfg_scale + 1) * (logits - un)
     return logits.masked_fill_(vocabulary.never, float("-inf"))
-
 
 
 def _unguided(starts: torch.Tensor, locked: torch.Tensor, width: int, settings: SamplerSettings) -> torch.Tensor:
