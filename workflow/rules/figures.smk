@@ -25,7 +25,8 @@ rule figure:
     params:
         which="{figure}",
         settings=as_json(bootstrap_settings()),
-        arm_order=as_json(ARMS),
-        sweep_strategies=as_json(config["sweep"]["strategies"]),
+        # each figure's own settings only, so a change reruns the figure that draws it
+        arm_order=lambda wc: as_json(ARMS if wc.figure == "main" else None),
+        sweep_strategies=lambda wc: as_json(config["sweep"]["strategies"] if wc.figure == "sweep" else None),
     script:
         "../scripts/figure.py"
