@@ -165,8 +165,8 @@ def repo_path(path: str) -> Path:
 
 def retrieved_queries(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     """Every query of the study with its retrieved locus statement, as results/retrieval/ holds them."""
+    from anchormask import study
     from anchormask.generation import retrieval
-    from anchormask.settings import study
 
     return [r for domain in study.domains(cfg) for r in retrieval.study_anchors(cfg, domain, root=REPO)]
 
@@ -245,9 +245,8 @@ def default_adapter(cfg: dict[str, Any], threads: int) -> tuple[Path, str]:
     """
     import tempfile
 
-    from anchormask import checksum
+    from anchormask import checksum, study
     from anchormask.model import adapters
-    from anchormask.settings import study
     from anchormask.training import train
 
     base_sha = checksum.directory_sha256(base_dir(cfg))

@@ -347,9 +347,8 @@ def run_checks(device: str, bases: list[Base | Callable[[], Base]], pairs: list[
 def run(threads: int | None = None, device: str = "cuda") -> tuple[dict, list[Line]]:
     import torch
 
-    from anchormask import data
+    from anchormask import data, study
     from anchormask.generation import sampler
-    from anchormask.settings import study
 
     cfg = common.load_config()
     torch.use_deterministic_algorithms(True, warn_only=True)  # as every pipeline job runs

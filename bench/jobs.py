@@ -20,7 +20,7 @@ def main(argv: list[str]) -> int:
 
     if argv[0] == "imports":
         return 0
-    from anchormask.settings import study
+    from anchormask import study
     from bench import common
 
     cfg = common.load_config()

@@ -126,7 +126,7 @@ def measure(spec: dict, work: Path, timeout: int = 3600) -> dict[str, Any]:
 
 
 def job_spec(name: str, family: str, cfg: dict, path: Path, device: str, threads: int | None) -> dict[str, Any]:
-    from anchormask.settings import study
+    from anchormask import study
 
     base = {**cfg["base"], "path": str(path), "device": device, "sha256": "0" * 64}
     if family != "bert":
@@ -217,7 +217,7 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
 def study_work(cfg: dict) -> dict[str, int]:
     """The default study's training steps (each run once, to its longest adapter) and denoising forwards
     of full batches (each arm on each query set, each sweep point on the main set; probes left out)."""
-    from anchormask.settings import study
+    from anchormask import study
 
     runs: dict[tuple, int] = {}
     for job in study.trained_adapters(cfg):

@@ -110,7 +110,7 @@ def synthetic_pairs(backbone, seq_len: int, batch: int, seed: int = 0):
 
 
 def train_once(backbone, runtime, spec: dict) -> dict:
-    from anchormask.settings import study
+    from anchormask import study
     from anchormask.training import masking, train
 
     settings = spec["train"]

@@ -43,8 +43,7 @@ LOOP_TARGET = 25.0
 
 def synthetic_generations(cfg: dict[str, Any], seed: int = 7) -> pd.DataFrame:
     """One row per (arm, query): arm, query_id, domain, split, overlap (the statistics job's input shape)."""
-    from anchormask import data
-    from anchormask.settings import study
+    from anchormask import data, study
 
     rng = np.random.default_rng(seed)
     rows = []

@@ -174,7 +174,7 @@ def run(threads: int | None = None, steps: int = 30, warmup: int = 5, chunk: int
         seed: int = 42) -> tuple[dict, list[Line]]:
     import torch
 
-    from anchormask.settings import study
+    from anchormask import study
 
     cfg = common.load_config()
     threads = common.job_threads(cfg, "train", threads)

@@ -73,7 +73,7 @@ def tiny_pairs(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def trained_adapter(tiny_model_dir, tiny_pairs, tmp_path_factory) -> Path:
     """anchor_full_n6_s2_seed42 trained on the tiny model and pairs; copy it before altering it."""
-    from anchormask.settings import study
+    from anchormask import study
     from anchormask.training import train
 
     out = tmp_path_factory.mktemp("adapters") / "anchor_full_n6_s2_seed42"

@@ -80,9 +80,8 @@ def test_no_anchor_of_the_default_study_is_truncated():
     """The default generation.answer_len (48) holds the longest locus statement of every corpus."""
     from transformers import AutoTokenizer
 
-    from anchormask import data
+    from anchormask import data, study
     from anchormask.model import layout
-    from anchormask.settings import study
 
     cfg = config.load(REPO / "config.yaml")
     tokenizer = AutoTokenizer.from_pretrained(REPO / cfg["base"]["path"])
@@ -121,7 +120,7 @@ def finished_generation(work, adapter_name="anchor_full_n16_s6_seed42"):
 
 @pytest.mark.unit
 def test_a_whole_adapter_gives_no_warning(tmp_path):
-    from anchormask.repro import audit
+    from anchormask.settings import audit
 
     finished_generation(tmp_path)
     assert audit.damaged_adapters(workdir=tmp_path) == [] and audit.format_damaged([]) == ""
@@ -136,7 +135,7 @@ def test_a_whole_adapter_gives_no_warning(tmp_path):
 def test_an_adapter_damaged_after_use_is_named_with_the_command_that_rebuilds_it(tmp_path, damage, problem):
     import shutil
 
-    from anchormask.repro import audit
+    from anchormask.settings import audit
 
     adapter = finished_generation(tmp_path)
     weights = adapter / "adapter_model.safetensors"

@@ -3,8 +3,8 @@
 import pytest
 from transformers import AutoTokenizer
 
+from anchormask import base_eval
 from anchormask.generation import arm_answers
-from anchormask.model import base_eval
 
 pytestmark = pytest.mark.unit
 

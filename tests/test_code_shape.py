@@ -65,3 +65,33 @@ def test_the_package_top_level_holds_few_modules_and_every_subpackage_says_what_
         modules = {p.stem for p in init.parent.glob("*.py")} - {"__init__"}
         unnamed = sorted(m for m in modules if f"``{m}``" not in doc)
         assert not unnamed, f"{init.relative_to(REPO)}: its docstring does not name {unnamed}"
+
+
+RULE_FILES = REPO / "workflow" / "rules"
+HELPER_FILES = ("common.smk", "bases_common.smk")  # where the Python the rules call lives
+
+
+def python_in_rule_file(text: str, where: str) -> list[str]:
+    """``where:line what`` for each def and each lambda that spans lines in a rule file: the Python that
+    decides the study lives in the package or in a helper file."""
+    found, lines = [], text.splitlines()
+    for number, line in enumerate(lines, start=1):
+        code = line.split("#", 1)[0]
+        if code.lstrip().startswith("def "):
+            found.append(f"{where}:{number} a def")
+        if "lambda" in code and code.count("(") + code.count("[") + code.count("{") > \
+                code.count(")") + code.count("]") + code.count("}"):
+            found.append(f"{where}:{number} a lambda over several lines")
+    return found
+
+
+def test_the_check_flags_a_def_and_a_lambda_over_lines_but_not_a_one_line_input_function():
+    assert python_in_rule_file("def f():\n    pass\n", "r.smk") == ["r.smk:1 a def"]
+    assert python_in_rule_file("x = lambda: (\n    1\n)\n", "r.smk") == ["r.smk:1 a lambda over several lines"]
+    assert python_in_rule_file("        arm=lambda wc: as_json({'arm': wc.arm}),\n", "r.smk") == []
+
+
+def test_rule_files_hold_rules():
+    found = [f for smk in sorted(RULE_FILES.glob("*.smk")) if smk.name not in HELPER_FILES
+             for f in python_in_rule_file(smk.read_text(encoding="utf-8"), f"workflow/rules/{smk.name}")]
+    assert found == []

@@ -1,9 +1,12 @@
-"""Code digests from a script's import closure (anchormask.repro.codedigest), not from hand-written lists."""
+"""Code digests from a script's import closure (anchormask.repro.codedigest): what runs, not the bytes."""
 
+
+import json
+import re
 
 import pytest
 
-from anchormask.fileio import InputError
+from anchormask.fileio import InputError, canonical_json
 from anchormask.repro import codedigest
 from helpers import REPO
 
@@ -60,10 +63,85 @@ def test_editing_an_imported_module_changes_the_digest_and_an_unimported_one_doe
     assert digest(script, pkg) != changed
 
 
-def test_digest_is_plain_text_and_stable(package):
+def test_the_digest_is_canonical_json_of_one_short_digest_per_module_and_stable(package):
     pkg, script = package
     first = digest(script, pkg)
-    assert isinstance(first, str) and len(first) == 64 and digest(script, pkg) == first
+    labels = json.loads(first)
+    assert list(labels) == ["__init__", "deep", "direct", "helper", "lazy", "leaf", "script:script.py"]
+    assert all(re.fullmatch(r"[0-9a-f]{16}", d) for d in labels.values())
+    assert digest(script, pkg) == first and first == canonical_json(labels)
+
+
+MODULE = '''"""A module."""
+
+import os
+import json
+
+LIMIT = 3  # the most
+
+
+def f(x, scale=2):
+    """Scale x."""
+    return x * scale + LIMIT
+
+
+class C:
+    """A class."""
+
+    name = "c"
+'''
+
+
+@pytest.mark.parametrize("edit", [
+    lambda t: t + "# a comment at the end\n",
+    lambda t: t.replace("# the most", "# at most this many"),
+    lambda t: t.replace('"""A module."""', '"""A module, described at length.\n\nAnother paragraph."""'),
+    lambda t: t.replace('"""Scale x."""', '"""Scale x by ``scale``."""'),
+    lambda t: t.replace('    """A class."""\n\n', ""),
+    lambda t: t.replace("import os\nimport json", "import json\nimport os"),
+    lambda t: t.replace("def f(x, scale=2):", "def f(x,\n      scale=2):"),
+    lambda t: t.replace("\n\n\nclass C", "\n\nclass C"),
+], ids=["comment", "comment-text", "module-docstring", "function-docstring", "class-docstring-removed",
+        "import-order", "reflow", "blank-lines"])
+def test_what_does_not_run_does_not_change_the_digest(tmp_path, edit):
+    pkg, script = write_package(tmp_path, {"__init__.py": "", "mod.py": MODULE}, "from anchormask import mod\n")
+    before = json.loads(digest(script, pkg))
+    (pkg / "mod.py").write_text(edit(MODULE))
+    assert json.loads(digest(script, pkg)) == before
+
+
+@pytest.mark.parametrize("edit", [
+    lambda t: t.replace("LIMIT = 3", "LIMIT = 4"),
+    lambda t: t.replace("scale=2", "scale=3"),
+    lambda t: t.replace('name = "c"', 'name = "d"'),
+    lambda t: t.replace("x * scale", "scale * x"),
+    lambda t: t.replace("import json\n", "import json\nimport sys\n"),
+    lambda t: t + "\n\ndef unused():\n    return 1\n",
+], ids=["constant", "default", "string", "expression", "new-import", "new-function"])
+def test_every_change_to_what_runs_changes_the_digest_of_that_module_only(tmp_path, edit):
+    pkg, script = write_package(tmp_path, {"__init__.py": "", "mod.py": MODULE, "other.py": "Y = 1\n"},
+                                "from anchormask import mod, other\n")
+    before = json.loads(digest(script, pkg))
+    (pkg / "mod.py").write_text(edit(MODULE))
+    after = json.loads(digest(script, pkg))
+    assert [label for label in before if before[label] != after[label]] == ["mod"]
+
+
+def test_a_module_that_reads_its_docstring_counts_it_as_code(tmp_path):
+    text = '"""Usage: run it."""\n\nUSAGE = __doc__\n'
+    pkg, script = write_package(tmp_path, {"__init__.py": "", "cli.py": text}, "from anchormask import cli\n")
+    before = digest(script, pkg)
+    (pkg / "cli.py").write_text(text.replace("run it", "run it twice"))
+    assert digest(script, pkg) != before
+
+
+def test_the_scripts_own_code_counts_as_its_module_does(tmp_path):
+    pkg, script = write_package(tmp_path, {"__init__.py": ""}, '"""Job."""\nimport anchormask\n\nN = 1\n')
+    before = digest(script, pkg)
+    script.write_text('"""The job, explained."""\nimport anchormask  # the package\n\nN = 1\n')
+    assert digest(script, pkg) == before
+    script.write_text('"""Job."""\nimport anchormask\n\nN = 2\n')
+    assert digest(script, pkg) != before
 
 
 def test_closures_of_the_real_scripts_hold_the_modules_the_old_lists_missed():
@@ -74,7 +152,7 @@ def test_closures_of_the_real_scripts_hold_the_modules_the_old_lists_missed():
     assert not {"embedded_base.pretrain", "generation.sampler", "generation.arm_answers", "probes"} & set(figure)
     train = codedigest.import_closure((SCRIPTS / "train_adapter.py").resolve(), PACKAGE.resolve())
     assert {"training.train", "model.backbone", "model.families", "training.masking", "model.layout", "data",
-            "settings.study", "fileio"} <= set(train)
+            "study", "fileio"} <= set(train)
     assert not {"measurement.tables", "reporting", "reporting.figures", "stats.bootstrap", "probes",
                 "generation.sampler"} & set(train)
     summary = codedigest.import_closure((SCRIPTS / "probe_summary.py").resolve(), PACKAGE.resolve())
@@ -86,8 +164,6 @@ def test_closures_of_the_real_scripts_hold_the_modules_the_old_lists_missed():
 def test_every_rule_carries_its_own_scripts_digest(tmp_path):
     """A rule names its script once (`script:`); add_code_params, run when the DAG is built, gives it
     that script's digest as params.code and refuses a code param that is anything else."""
-    import re
-
     for smk in (REPO / "workflow" / "rules").glob("*.smk"):
         for block in re.split(r"(?m)^(?=\s*rule \w+:)", smk.read_text())[1:]:
             script = re.search(r'script:\n\s+"\.\./scripts/(\w+\.py)"', block)
@@ -130,20 +206,44 @@ def test_closure_follows_subpackages_their_init_and_relative_imports(tmp_path):
     assert digest(script, pkg) != before
 
 
-def test_a_subpackages_data_file_counts_like_its_code(tmp_path):
-    """Schemas are package data (anchormask/schemas/*.yaml): editing one reruns the jobs that load them."""
-    pkg = tmp_path / "anchormask"
-    (pkg / "data").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "data" / "__init__.py").write_text("")
-    (pkg / "data" / "table.schema.yaml").write_text("type: object\n")
-    (pkg / "notes.txt").write_text("the package root's own files are not data of a subpackage\n")
-    reader, other = tmp_path / "reader.py", tmp_path / "other.py"
-    reader.write_text("from anchormask import data\n")
-    other.write_text("import anchormask\n")
+def test_only_the_data_files_a_package_declares_count_and_yaml_by_its_content(tmp_path):
+    """Schemas are package data (anchormask/schemas/*.yaml, listed in its DATA_FILES): editing one reruns the
+    jobs that load them; a file nobody declares (an editor's swap file, .DS_Store, a .orig) counts for nothing."""
+    pkg, reader = write_package(tmp_path, {
+        "__init__.py": "", "data/__init__.py": 'DATA_FILES = ("table.schema.yaml",)\n',
+        "data/table.schema.yaml": "type: object  # a record\n", "other.py": "",
+    }, "from anchormask import data\n")
+    other = tmp_path / "other.py"
+    other.write_text("from anchormask import other\n")
     before, before_other = digest(reader, pkg), digest(other, pkg)
+    for stray in (".DS_Store", ".table.schema.yaml.swp", "table.schema.yaml.orig", "notes.txt"):
+        (pkg / "data" / stray).write_text("anything\n")
+    (pkg / "data" / "table.schema.yaml").write_text("# the table\ntype:   object\n")  # same content
+    assert digest(reader, pkg) == before
     (pkg / "data" / "table.schema.yaml").write_text("type: array\n")
     assert digest(reader, pkg) != before
     assert digest(other, pkg) == before_other
-    (pkg / "notes.txt").write_text("edited\n")
-    assert digest(other, pkg) == before_other
+
+
+def test_a_declared_data_file_that_is_missing_is_an_error_naming_the_module_and_file(tmp_path):
+    pkg, reader = write_package(tmp_path, {"__init__.py": "", "data/__init__.py": 'DATA_FILES = ("gone.yaml",)\n'},
+                                "from anchormask import data\n")
+    with pytest.raises(InputError, match=r"data/__init__.py: DATA_FILES names .*gone.yaml, which does not exist"):
+        digest(reader, pkg)
+
+
+def test_the_real_schemas_package_declares_every_schema_it_holds():
+    from anchormask import schemas
+
+    assert sorted(schemas.DATA_FILES) == sorted(p.name for p in (PACKAGE / "schemas").glob("*.schema.yaml"))
+
+
+def test_changed_modules_names_what_changed_since_a_recorded_digest(package, tmp_path):
+    pkg, script = package
+    recorded = digest(script, pkg)
+    (pkg / "leaf.py").write_text("VALUE = 3\n")
+    (pkg / "lazy.py").write_text("X = 2  # a comment only\n")
+    (pkg / "deep.py").unlink()
+    script.write_text(script.read_text() + "N = 1\n")
+    assert codedigest.changed_modules(recorded, tmp_path, pkg) == ["deep", "leaf", "script:script.py"]
+    assert codedigest.changed_modules("0" * 64, tmp_path, pkg) == []  # a digest of the old form: no detail

@@ -3,8 +3,9 @@ import copy
 import pytest
 import yaml
 
-from anchormask import fileio
-from anchormask.settings import config, study
+from anchormask import fileio, study
+from anchormask.model import layout
+from anchormask.settings import config
 from anchormask.settings import layers as config_layers
 from helpers import FAMILY, REPO, SMALL, TINY, build_tiny_model
 
@@ -225,10 +226,10 @@ def test_a_models_position_limit_reads_the_same_from_its_config_file_and_its_con
     from transformers import AutoConfig
 
     model = build_tiny_model(tmp_path / "m")
-    from_file = config.max_positions(fileio.read_json(model / "config.json"))
-    assert from_file == config.max_positions(AutoConfig.from_pretrained(model)) == ("max_position_embeddings", 96)
-    assert config.max_positions({"n_positions": 64, "max_position_embeddings": 0}) == ("n_positions", 64)
-    assert config.max_positions(None) is None
+    from_file = layout.max_positions(fileio.read_json(model / "config.json"))
+    assert from_file == layout.max_positions(AutoConfig.from_pretrained(model)) == ("max_position_embeddings", 96)
+    assert layout.max_positions({"n_positions": 64, "max_position_embeddings": 0}) == ("n_positions", 64)
+    assert layout.max_positions(None) is None
 
 
 def test_an_adapters_settings_leave_out_the_logging_cadence_that_its_run_is_given(default):

@@ -2,6 +2,7 @@ import pytest
 
 from anchormask import data, fileio
 from anchormask.embedded_base.pretrain_text import lowercase_alnum_words
+from anchormask.settings import anchors
 from helpers import REPO
 
 pytestmark = pytest.mark.unit
@@ -206,7 +207,7 @@ def _generation_tokens(text: str) -> int:
 def test_a_statement_longer_than_the_bases_positions_is_named_with_file_line_length_and_fix(tmp_path):
     n = _generation_tokens(OUTLIER)
     with pytest.raises(fileio.InputError) as err:
-        data.check_anchor_lengths(_anchor_study(tmp_path, **_law(OUTLIER)))
+        anchors.check_anchor_lengths(_anchor_study(tmp_path, **_law(OUTLIER)))
     assert str(err.value) == (
         f"statements that cannot serve as an anchor (counted in tokens of {BASE}/tokenizer.json):\n"
         f"  {tmp_path}/corpora/law.jsonl: line 2: statement 'law-2' has {n} tokens, more than the 128 positions "
@@ -219,12 +220,12 @@ def test_a_statement_of_more_than_twice_the_answer_slot_is_named_with_the_fix(tm
     n = _generation_tokens(text)
     assert 2 * 24 < n <= 128, n
     with pytest.raises(fileio.InputError) as err:
-        data.check_anchor_lengths(_anchor_study(tmp_path, **_law(text)))
+        anchors.check_anchor_lengths(_anchor_study(tmp_path, **_law(text)))
     assert str(err.value).splitlines()[1] == (
         f"  {tmp_path}/corpora/law.jsonl: line 2: statement 'law-2' has {n} tokens, more than 2 × "
         "generation.answer_len = 48: as an anchor it would keep only its first 23; shorten or split the "
         f"statement, or raise generation.answer_len to at least {-(-n // 2)}")
-    data.check_anchor_lengths(_anchor_study(tmp_path, answer_len=-(-n // 2), **_law(text)))  # the fix it names
+    anchors.check_anchor_lengths(_anchor_study(tmp_path, answer_len=-(-n // 2), **_law(text)))  # the fix it names
 
 
 def test_without_a_tokenizer_json_whitespace_words_bound_the_tokens(tmp_path):
@@ -234,7 +235,7 @@ def test_without_a_tokenizer_json_whitespace_words_bound_the_tokens(tmp_path):
     cfg = _anchor_study(tmp_path, **_law(OUTLIER))
     cfg["base"]["path"] = str(base)
     with pytest.raises(fileio.InputError) as err:
-        data.check_anchor_lengths(cfg)
+        anchors.check_anchor_lengths(cfg)
     assert str(err.value).splitlines()[:2] == [
         f"statements that cannot serve as an anchor (counted in whitespace words, fewer than tokens: {base} has "
         "no readable tokenizer.json):",
@@ -253,17 +254,17 @@ def test_anchors_that_will_be_truncated_are_summarised_in_one_line(tmp_path):
     line = (f"anchors of generation.answer_len = 24 tokens or more, 1 of the main query set's 2, {{}}: law-q1: "
             f"{tmp_path}/corpora/law.jsonl:1 (law-1, {n} tokens); raise generation.answer_len to {n + 1} to keep "
             "every anchor whole\n")
-    assert data.format_truncations(cfg, data.check_anchor_lengths(cfg)) == "WARNING: " + line.format(
+    assert anchors.format_truncations(cfg, anchors.check_anchor_lengths(cfg)) == "WARNING: " + line.format(
         "are truncated to answer_len − 1 = 23 tokens (anchor_truncated in their records)")
     cfg["generation"]["long_anchor"] = "fail"
-    assert data.format_truncations(cfg, data.check_anchor_lengths(cfg)) == "WARNING: " + line.format(
+    assert anchors.format_truncations(cfg, anchors.check_anchor_lengths(cfg)) == "WARNING: " + line.format(
         "stop their generation jobs (generation.long_anchor: fail)")
     cfg["generation"]["answer_len"] = n + 1
-    assert data.format_truncations(cfg, data.check_anchor_lengths(cfg)) == ""
+    assert anchors.format_truncations(cfg, anchors.check_anchor_lengths(cfg)) == ""
 
 
 def test_the_default_study_has_no_statement_too_long_and_no_anchor_truncated():
     from anchormask.settings import config
 
     cfg = config.load(REPO / "config.yaml")
-    assert data.format_truncations(cfg, data.check_anchor_lengths(cfg)) == ""
+    assert anchors.format_truncations(cfg, anchors.check_anchor_lengths(cfg)) == ""

@@ -17,10 +17,9 @@ import pytest
 import torch
 
 from anchormask.fileio import InputError
-from anchormask.generation import decoding, sampler
+from anchormask.generation import decoding, sampler, sampler_settings
 from anchormask.model import backbone as bb
 from anchormask.model import layout
-from anchormask.settings import config
 from tiny_families import BUILDERS, REMOTE, remote_code_runs
 
 pytestmark = pytest.mark.unit
@@ -517,6 +516,6 @@ def test_ids_beyond_the_tokenizer_are_never_proposed(tmp_path):
     ({"cfg_anchor": "masked"}, "cfg_anchor"),
 ])
 def test_combinations_that_make_no_sense_are_refused_naming_the_key(spec, key):
-    assert [k for k, _ in config.decoding_problems(spec)] == [key]
+    assert [k for k, _ in sampler_settings.decoding_problems(spec)] == [key]
     with pytest.raises(InputError, match=f"generation.{key}: .*set "):
         sampler.SamplerSettings(**spec)

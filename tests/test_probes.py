@@ -196,7 +196,7 @@ def test_lora_probe_names_a_half_pair(tmp_path):
 
 
 def test_lora_probe_on_a_trained_adapter(tiny_model_dir, tiny_pairs, tmp_path):
-    from anchormask.settings import study
+    from anchormask import study
     from anchormask.training import train
     from helpers import tiny_train_settings
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from anchormask import study
 from anchormask.fileio import InputError
 from anchormask.settings import config as study_config
-from anchormask.settings import study
 from anchormask.training import train
 from helpers import REPO, cpu_base, tiny_train_settings
 

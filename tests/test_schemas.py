@@ -73,10 +73,10 @@ def test_the_sampler_takes_its_defaults_from_the_schema():
 def test_setting_reads_the_config_or_else_the_schema_default():
     cfg = config.load(REPO / "config.yaml")
     assert "probes" not in cfg
-    assert config.setting(cfg, ("probes", "maskcount_k")) == schemas.default(("probes", "maskcount_k"))
+    assert schemas.setting(cfg, ("probes", "maskcount_k")) == schemas.default(("probes", "maskcount_k"))
     cfg["probes"] = {"maskcount_k": [4]}
-    assert config.setting(cfg, ("probes", "maskcount_k")) == [4]
-    assert config.setting(cfg, ("generation", "extra_masks")) == cfg["generation"]["extra_masks"]
+    assert schemas.setting(cfg, ("probes", "maskcount_k")) == [4]
+    assert schemas.setting(cfg, ("generation", "extra_masks")) == cfg["generation"]["extra_masks"]
     with pytest.raises(KeyError, match="no default for train.rank"):
         schemas.default(("train", "rank"))
 

@@ -4,10 +4,9 @@ import json
 import pytest
 import torch
 
-from anchormask import fileio
+from anchormask import fileio, study
 from anchormask.model import backbone as bb
 from anchormask.model import families
-from anchormask.settings import study
 from anchormask.training import train
 from helpers import cpu_base, tiny_train_settings
 

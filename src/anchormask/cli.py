@@ -7,7 +7,8 @@ should are both questions about bytes; these subcommands answer them without Sna
     anchormask audit manifest [--results R] [-o FILE]  JSON manifest of every output under R
     anchormask audit compare OLD NEW                   changed / unchanged / added / removed
     anchormask audit check [--results R]               missing or altered intermediates (exit 1 if any)
-    anchormask evaluate-base [--base DIR] [-o DIR]     quality gates of a base (embedded_base/base_eval.py)
+    anchormask audit why [--results R]                 per rule, the modules whose code changed since it ran
+    anchormask evaluate-base [--base DIR] [-o DIR]     quality gates of a base (base_eval.py)
     anchormask run [SNAKEMAKE ARGS ...]                check --config / --configfile, then run snakemake
     anchormask lm-eval [LM_EVAL ARGS ...]              lm-evaluation-harness with the `anchormask` model and
                                                        the project's tasks (anchormask.harness)
@@ -21,9 +22,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from anchormask import base_eval, fileio, schemas, study
 from anchormask.checksum import directory_sha256
-from anchormask.repro import audit
-from anchormask.settings import study
+from anchormask.embedded_base import pretrain_text
+from anchormask.harness import model, tasks  # noqa: F401  (model registers `anchormask` with lm-eval)
+from anchormask.model import modeljob
+from anchormask.reporting.markdown import base_evaluation_markdown
+from anchormask.repro import runlog
+from anchormask.settings import audit, command_line, config
 
 
 def _hash(args: argparse.Namespace) -> int:
@@ -66,21 +72,20 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if found else 0
 
 
-def _evaluate_base(args: argparse.Namespace) -> int:
-    from anchormask import fileio
-    from anchormask.embedded_base import pretrain_text
-    from anchormask.model import base_eval, modeljob
-    from anchormask.reporting.markdown import base_evaluation_markdown
-    from anchormask.repro import runlog
-    from anchormask.settings import config
+def _why(args: argparse.Namespace) -> int:
+    results, workdir = _results_in_workdir(args)
+    sys.stdout.write(audit.format_code_changes(audit.code_changes(workdir, results)))
+    return 0
 
+
+def _evaluate_base(args: argparse.Namespace) -> int:
     runlog.log_to(None)
     cfg = config.load(args.config)
     base = modeljob.Base.from_config({**cfg["base"], **({"path": args.base, "sha256": directory_sha256(args.base)}
                                                          if args.base else {})})
-    validation = args.validation if args.validation is not None else config.setting(cfg, ("base_eval", "validation"))
+    validation = args.validation if args.validation is not None else schemas.setting(cfg, ("base_eval", "validation"))
     lines = pretrain_text.read_lines(validation) if validation else None
-    seed = args.seed if args.seed is not None else config.setting(cfg, ("base_eval", "seed"))
+    seed = args.seed if args.seed is not None else schemas.setting(cfg, ("base_eval", "seed"))
     result = base_eval.evaluate(cfg, base=base, validation_lines=lines, seed=seed, threads=args.threads)
     fileio.write_json(f"{args.output}/evaluation.json", result)
     text = base_evaluation_markdown(result)
@@ -105,7 +110,6 @@ def run_snakemake(argv: Sequence[str]) -> int:
     """Check the command line Snakemake would misread (anchormask.settings.command_line), then become snakemake."""
     import os
 
-    from anchormask.settings import command_line
 
     found = command_line.problems(argv)
     if found:
@@ -122,7 +126,6 @@ def run_lm_eval(argv: Sequence[str]) -> int:
     (a --include_path of the user's own is searched too)."""
     from lm_eval.__main__ import cli_evaluate
 
-    from anchormask.harness import model, tasks  # noqa: F401  (model registers `anchormask`)
 
     argv = list(argv)
     extra = None
@@ -136,9 +139,6 @@ def run_lm_eval(argv: Sequence[str]) -> int:
 
 
 def _lm_eval_tasks(args: argparse.Namespace) -> int:
-    from anchormask.harness import tasks
-    from anchormask.settings import config
-
     counts = tasks.build(config.load(args.config), seed=args.seed)
     print(", ".join(f"{task}: {n} items" for task, n in counts.items()), f"(in {tasks.TASK_DIR})")
     return 0
@@ -166,6 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--results", default="results", help="results directory, relative to --workdir")
     k.add_argument("--workdir", default=".", help="the Snakemake working directory (holds .snakemake/)")
     k.set_defaults(func=_check)
+    w = asub.add_parser("why", help="per rule, the outputs whose job's code changed since it ran and the modules "
+                                    "whose code changed (a comment or docstring is no change); always exits 0")
+    w.add_argument("--results", default="results", help="results directory, relative to --workdir")
+    w.add_argument("--workdir", default=".", help="the Snakemake working directory (holds .snakemake/)")
+    w.set_defaults(func=_why)
     e = sub.add_parser("evaluate-base", help="masked-token scores and generation gates of a base")
     e.add_argument("--config", default="config.yaml", help="the study config (data, retrieval, generation)")
     e.add_argument("--base", default=None, help="checkpoint directory (default: the config's base.path)")

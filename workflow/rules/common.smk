@@ -14,7 +14,7 @@ from anchormask.repro import codedigest
 from anchormask.settings import bases as study_bases
 from anchormask.settings import checks as study_checks
 from anchormask.settings import config as study_config
-from anchormask.settings import study
+from anchormask import study
 
 # Study of one base: the config Snakemake read (config.yaml, each --configfile, --config) is checked here.
 # One instance of the study per base (`bases:`): bases.smk has merged and checked each base's config
@@ -118,6 +118,23 @@ def retrieval_files(query_sets=tuple(QUERY_SETS)):
     return [rules.retrieve.output[0].format(query_set=qs, domain=d) for qs, d in pairs]
 
 
+def retrieval_settings(wildcards):
+    """What one retrieve job depends on besides its files: BM25's settings, the domain's split, the cap."""
+    return as_json(
+        {
+            "retrieval": config["retrieval"],
+            "split": study.split_of(config, wildcards.domain),
+            "max_queries": config["data"].get("max_queries_per_domain"),
+        }
+    )
+
+
+def sweep_arm_record(wildcards):
+    """The arm a sweep generation job answers as: full LoRA targets of the point's strategy."""
+    arm = study.sweep_arm(wildcards.strategy, wildcards.size, wildcards.steps)
+    return as_json({"arm": arm, "strategy": wildcards.strategy, "targets": "full"})
+
+
 def sweep_generation_files():
     return [rules.generate_sweep.output[0].format(strategy=s, size=n, steps=k) for s, n, k in SWEEP]
 
@@ -178,6 +195,85 @@ def statistics_settings(kind):
     else:
         settings["sweep_report"] = stats["sweep_report"]
     return as_json(settings)
+
+
+# The probes (probes.smk). One job per arm generates every k of the mask-count probe (one JSONL each):
+# the arm's model jobs then pay the process start-up and model load once, not once per k. A k equal
+# to generation.extra_masks is the arm's main generation (same settings, same bytes) and is reused.
+MASKCOUNT_JSONL = "results/probes/maskcount/{arm}_k{k}.jsonl"
+
+
+def attention_specs(arms):
+    """What the attention probe reads of each arm: its strategy, targets and adapters (this study's paths)."""
+    return [
+        {"arm": a, **config["arms"][a], "adapters": [in_results(j.path) for j in study.arm_adapters(config, a)]}
+        for a in arms
+    ]
+
+
+def lora_specs(arms):
+    """One entry per adapter of the arms: the LoRA probe's input."""
+    return [
+        {"arm": a, **config["arms"][a], "path": in_results(j.path)} for a in arms for j in study.arm_adapters(config, a)
+    ]
+
+
+def maskcount_new_k(runs):
+    """The ks of the mask-count probe that need generations of their own."""
+    return sorted({k for _, k in runs} - {config["generation"]["extra_masks"]})
+
+
+def maskcount_files(runs):
+    """Each (arm, k) generation the mask-count probe reads: the arm's main generation where k is its own."""
+    extra = config["generation"]["extra_masks"]
+    return [
+        rules.generate_arm.output[0].format(arm=a) if k == extra else MASKCOUNT_JSONL.format(arm=a, k=k)
+        for a, k in runs
+    ]
+
+
+def probe_targets():
+    """The probes' part of the default target."""
+    summary, attention, lora, maskcount = (
+        rules.probe_summary.output,
+        rules.probe_attention.output,
+        rules.probe_lora.output,
+        rules.probe_maskcount.output,
+    )
+    return (
+        list(summary)
+        + ([attention.pdf, attention.png] if study.attention_arms(config) else [])
+        + ([lora.pdf, lora.png] if study.adapter_arms(config) else [])
+        + ([maskcount.md, maskcount.pdf, maskcount.png] if study.maskcount_runs(config) else [])
+    )
+
+
+def lm_eval_jobs():
+    """(arm, run, task) of every lm-eval evaluation (lm_eval.smk)."""
+    return [(a, run, t) for a, run, _ in study.lm_eval_runs(config) for t in config["lm_eval"]["tasks"]]
+
+
+def lm_eval_adapter(wildcards):
+    """The adapter folder one lm-eval job loads ([] for an arm without one)."""
+    runs = {(a, run): j for a, run, j in study.lm_eval_runs(config)}
+    job = runs[(wildcards.arm, wildcards.run)]
+    return [job.path] if job is not None else []
+
+
+def lm_eval_job(arm, run, task):
+    """What one lm-eval job evaluates: the arm, the adapter's training seed and folder (as this study's jobs
+    see it), the task."""
+    job = {(a, r): j for a, r, j in study.lm_eval_runs(config)}[(arm, run)]
+    adapter = in_results(job.path) if job else None
+    return {"arm": arm, "train_seed": job.seed if job else None, "adapter": adapter, "task": task}
+
+
+def lm_eval_targets():
+    """The lm-eval stage's part of the default target: nothing when it is off."""
+    if not config["lm_eval"]["tasks"]:
+        return []
+    table, figure = rules.lm_eval_table.output, rules.lm_eval_figure.output
+    return [table.md, table.table, figure.pdf, figure.png]
 
 
 # The base evaluation (evaluate_base in base.smk) is outside the default target: on the embedded base its

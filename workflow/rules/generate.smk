@@ -18,13 +18,7 @@ rule retrieve:
         mem_mb=1000,
         runtime=10,
     params:
-        settings=lambda wc: as_json(
-            {
-                "retrieval": config["retrieval"],
-                "split": study.split_of(config, wc.domain),
-                "max_queries": config["data"].get("max_queries_per_domain"),
-            }
-        ),
+        settings=retrieval_settings,
     script:
         "../scripts/retrieve.py"
 
@@ -74,9 +68,7 @@ rule generate_sweep:
         gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
         runtime=60,
     params:
-        arm=lambda wc: as_json(
-            {"arm": study.sweep_arm(wc.strategy, wc.size, wc.steps), "strategy": wc.strategy, "targets": "full"}
-        ),
+        arm=sweep_arm_record,
         sampler=as_json(config["generation"]),
         base=as_json(base_record()),
     script:

@@ -3,7 +3,7 @@
 # defaults are the config schema's; absent or empty tasks: no rule here and nothing in the default target.
 # One job per (arm, training seed, task) with the `anchormask` model (src/anchormask/harness/), then the table
 # of each arm against the base and its figure. The stage's part of the default target is lm_eval_targets()
-# at the end (a lambda: snakemake --lint flags a file with a def and a rule).
+# in common.smk.
 
 import re
 
@@ -11,24 +11,15 @@ from anchormask.harness import tasks as study_lm_eval_tasks
 
 LM_EVAL = config["lm_eval"]  # Snakemake's validate filled in the schema's defaults
 LM_EVAL_TASKS = list(LM_EVAL["tasks"])
-# (arm, run, adapter job): run is seed<N> for each adapter of the arm, none for an arm without one.
-LM_EVAL_RUNS = [(a, f"seed{j.seed}", j) for a in ARMS for j in study.arm_adapters(config, a)] + [
-    (a, "none", None) for a in ARMS if not study.arm_adapters(config, a)
-]
-LM_EVAL_ADAPTERS = {(a, run): j for a, run, j in LM_EVAL_RUNS}
-# What a job evaluates: the arm, the adapter's training seed and its folder (as this study's jobs see it).
-LM_EVAL_WHO = {
-    (a, run): {"arm": a, "train_seed": j.seed if j else None, "adapter": in_results(j.path) if j else None}
-    for a, run, j in LM_EVAL_RUNS
-}
 LM_EVAL_OPTIONS = {k: LM_EVAL[k] for k in ("limit", "num_fewshot", "mc_num", "batch_size", "seed")}
+LM_EVAL_JOBS = lm_eval_jobs()
 
 if LM_EVAL_TASKS:
 
     rule lm_eval:
         input:
             verified=rules.verify_base.output[0],
-            adapter=lambda wc: [j.path for j in [LM_EVAL_ADAPTERS[(wc.arm, wc.run)]] if j is not None],
+            adapter=lm_eval_adapter,
             task=lambda wc: study_lm_eval_tasks.task_files(wc.task),
         output:
             "results/lm_eval/{arm}/{run}/{task}.json",
@@ -47,14 +38,12 @@ if LM_EVAL_TASKS:
             gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
             runtime=120,
         params:
-            run=lambda wc: as_json({**LM_EVAL_WHO[(wc.arm, wc.run)], "task": wc.task}),
+            run=lambda wc: as_json(lm_eval_job(wc.arm, wc.run, wc.task)),
             lm_eval=as_json(LM_EVAL_OPTIONS),
             sampler=as_json(config["generation"]),
             base=as_json(base_record()),
         script:
             "../scripts/lm_eval.py"
-
-    LM_EVAL_JOBS = [(a, run, t) for a, run, _ in LM_EVAL_RUNS for t in LM_EVAL_TASKS]
 
     rule lm_eval_table:
         input:
@@ -72,7 +61,7 @@ if LM_EVAL_TASKS:
             mem_mb=1000,
             runtime=10,
         params:
-            runs=as_json([{**LM_EVAL_WHO[(a, run)], "task": t} for a, run, t in LM_EVAL_JOBS]),
+            runs=as_json([lm_eval_job(a, run, t) for a, run, t in LM_EVAL_JOBS]),
         script:
             "../scripts/lm_eval_table.py"
 
@@ -93,16 +82,3 @@ if LM_EVAL_TASKS:
             runtime=10,
         script:
             "../scripts/lm_eval_figure.py"
-
-
-# The stage's part of the default target (called by default_targets() in common.smk): nothing when it is off.
-lm_eval_targets = lambda: (
-    [
-        rules.lm_eval_table.output.md,
-        rules.lm_eval_table.output.table,
-        rules.lm_eval_figure.output.pdf,
-        rules.lm_eval_figure.output.png,
-    ]
-    if LM_EVAL_TASKS
-    else []
-)

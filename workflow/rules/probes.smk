@@ -1,45 +1,13 @@
 # Mechanism probes (docs/protocol.md, "Mechanism probes"): attention mass, LoRA weight
 # allocation, mask-count robustness, and results/probes/summary.md. Config: the optional
 # top-level `probes: {attention_arms: [...], maskcount_k: [...]}`, whose defaults are the config
-# schema's (src/anchormask/schemas/config.schema.yaml). The probes' part of the default
-# target is probe_targets() at the end (a lambda: snakemake --lint flags a file with a def and a rule).
+# schema's (src/anchormask/schemas/config.schema.yaml). Which arms each probe reads is decided in
+# anchormask.study; the probes' part of the default target is probe_targets() in common.smk.
 
 
-PROBES = config["probes"]  # Snakemake's validate filled in the schema's defaults
-ADAPTER_ARMS = [a for a in ARMS if config["arms"][a]["strategy"] is not None]
-ATTENTION_ARMS = list(PROBES["attention_arms"])
-if not CONFIG_LAYERS.sets(("probes", "attention_arms")):
-    # The schema's default names the default study's arms: a config without some of them probes the rest.
-    ATTENTION_ARMS = [a for a in ATTENTION_ARMS if a in ARMS]
-MASKCOUNT_K = sorted(set(int(k) for k in PROBES["maskcount_k"]))
-# The mask-count probe's arms: the base and the full-target anchor and random arms, whatever config arms names them.
-MASKCOUNT_ARMS = [
-    a
-    for a in ARMS
-    if (config["arms"][a]["strategy"], config["arms"][a]["targets"])
-    in ((None, None), ("anchor", "full"), ("random", "full"))
-]
-_UNKNOWN_ARMS = [a for a in ATTENTION_ARMS if a not in ARMS]
-if _UNKNOWN_ARMS:
-    raise study_config.ConfigError(
-        f"{CONFIG_SOURCES(('probes', 'attention_arms'))}: probes.attention_arms: unknown "
-        f"arm(s) {', '.join(_UNKNOWN_ARMS)}; arms: {', '.join(ARMS)}"
-    )
-ATTENTION_SPECS = [
-    {"arm": a, **config["arms"][a], "adapters": [in_results(j.path) for j in study.arm_adapters(config, a)]}
-    for a in ATTENTION_ARMS
-]
-LORA_SPECS = [
-    {
-        "arm": a,
-        "strategy": config["arms"][a]["strategy"],
-        "targets": config["arms"][a]["targets"],
-        "path": in_results(j.path),
-    }
-    for a in ADAPTER_ARMS
-    for j in study.arm_adapters(config, a)
-]
-MASKCOUNT_RUNS = [(a, k) for a in MASKCOUNT_ARMS for k in MASKCOUNT_K]
+ADAPTER_ARMS = study.adapter_arms(config)
+ATTENTION_ARMS = study.attention_arms(config)
+MASKCOUNT_RUNS = study.maskcount_runs(config)
 
 
 rule probe_attention:
@@ -69,7 +37,7 @@ rule probe_attention:
         gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
         runtime=60,
     params:
-        arms=as_json(ATTENTION_SPECS),
+        arms=as_json(attention_specs(ATTENTION_ARMS)),
         arm_order=as_json(ARMS),
         sampler=as_json(config["generation"]),
         base=as_json(base_record()),
@@ -99,7 +67,7 @@ rule probe_lora:
         mem_mb=2000,
         runtime=10,
     params:
-        adapters=as_json(LORA_SPECS),
+        adapters=as_json(lora_specs(ADAPTER_ARMS)),
         arm_order=as_json(ARMS),
         projections=as_json(BASE.get("projections")),
     script:
@@ -109,8 +77,8 @@ rule probe_lora:
 # One job per arm generates every k of the probe (one JSONL each): the arm's model jobs then pay
 # the process start-up and model load once, not once per k. A k equal to generation.extra_masks is
 # the arm's main generation (same settings, same bytes) and is reused, not generated.
-MASKCOUNT_JSONL = "results/probes/maskcount/{arm}_k{k}.jsonl"
-MASKCOUNT_NEW_K = [k for k in MASKCOUNT_K if k != config["generation"]["extra_masks"]]
+# One job per arm for every k of its own (common.smk: maskcount_new_k, maskcount_files).
+MASKCOUNT_NEW_K = maskcount_new_k(MASKCOUNT_RUNS)
 
 if MASKCOUNT_NEW_K:
 
@@ -140,19 +108,9 @@ if MASKCOUNT_NEW_K:
             "../scripts/probe_maskcount_generate.py"
 
 
-MASKCOUNT_FILES = [
-    (
-        rules.generate_arm.output[0].format(arm=a)
-        if k == config["generation"]["extra_masks"]
-        else MASKCOUNT_JSONL.format(arm=a, k=k)
-    )
-    for a, k in MASKCOUNT_RUNS
-]
-
-
 rule probe_maskcount:
     input:
-        generations=MASKCOUNT_FILES,
+        generations=maskcount_files(MASKCOUNT_RUNS),
         corpora=corpus_files(),
     output:
         table="results/probes/maskcount.parquet",
@@ -225,17 +183,3 @@ rule probe_summary:
         paths=as_json(PROBE_FILES),
     script:
         "../scripts/probe_summary.py"
-
-
-# The probes' part of the default target (called by default_targets() in common.smk). A lambda,
-# not a def: snakemake --lint flags a file that holds both a def and a rule.
-probe_targets = lambda: (
-    list(rules.probe_summary.output)
-    + ([rules.probe_attention.output.pdf, rules.probe_attention.output.png] if ATTENTION_ARMS else [])
-    + ([rules.probe_lora.output.pdf, rules.probe_lora.output.png] if ADAPTER_ARMS else [])
-    + (
-        [rules.probe_maskcount.output.md, rules.probe_maskcount.output.pdf, rules.probe_maskcount.output.png]
-        if MASKCOUNT_RUNS
-        else []
-    )
-)

@@ -2,9 +2,9 @@
 
 import json
 
-from anchormask import fileio
+from anchormask import base_eval, fileio
 from anchormask.embedded_base import pretrain_text
-from anchormask.model import base_eval, modeljob
+from anchormask.model import modeljob
 from anchormask.reporting.markdown import base_evaluation_markdown
 from anchormask.repro import runlog
 

@@ -3,14 +3,14 @@
 import json
 
 from anchormask.generation import sampler
-from anchormask.harness import results
+from anchormask.harness import evaluation
 from anchormask.model import modeljob
 from anchormask.repro import runlog
 
 
 def main(smk):
     runlog.log_to(smk.log[0])
-    results.evaluate(base=modeljob.Base.from_config(json.loads(smk.params.base)),
+    evaluation.evaluate(base=modeljob.Base.from_config(json.loads(smk.params.base)),
                      settings=sampler.SamplerSettings.from_config(json.loads(smk.params.sampler)),
                      job=json.loads(smk.params.run), options=json.loads(smk.params.lm_eval), threads=smk.threads,
                      out=smk.output[0])

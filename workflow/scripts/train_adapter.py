@@ -2,9 +2,9 @@
 
 import json
 
+from anchormask import study
 from anchormask.model import modeljob
 from anchormask.repro import runlog
-from anchormask.settings import study
 from anchormask.training import train
 
 

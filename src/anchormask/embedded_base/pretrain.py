@@ -22,46 +22,22 @@ import dataclasses
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from anchormask import fileio
-from anchormask.embedded_base.sequences import encode_sequences, length_batches, pad_batch, train_tokenizer
+from anchormask.embedded_base.pretrain_text import read_lines
+from anchormask.embedded_base.sequences import (
+    PretrainSettings,
+    encode_sequences,
+    length_batches,
+    pad_batch,
+    train_tokenizer,
+)
 from anchormask.progress import Progress
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class PretrainSettings:
-    """Every value lives in workflow/pretrain.yaml (one source); see its comments."""
-
-    vocab_size: int
-    hidden_size: int
-    layers: int
-    heads: int
-    intermediate_size: int
-    max_positions: int
-    seq_len: int
-    min_tokens: int
-    pair_share: float
-    tokens_per_batch: int
-    steps: int
-    lr: float
-    warmup_steps: int
-    decay_steps: int
-    restarts: tuple[int, ...]  # steps where a resumed run warmed up again after a finished decay
-    weight_decay: float
-    min_mask_ratio: float
-    weighting: str  # none | inverse_t
-    bf16: bool
-    seed: int
-    log_every: int
-    checkpoint_every: int
-    snapshot_every: int  # 0: no snapshots
-    eval_sequences: int
 
 
 def mask_batch(ids: torch.Tensor, t: torch.Tensor, mask_id: int, special: torch.Tensor,
@@ -337,8 +313,6 @@ def settings_from(spec: dict) -> PretrainSettings:
 def build_base(*, train_text: str | Path, validation_text: str | Path, out_dir: str | Path,
                state_dir: str | Path, settings: PretrainSettings) -> dict:
     """The pretraining target: read the text files, train (resuming), write base and record."""
-    from anchormask.embedded_base.pretrain_text import read_lines
-
     record = pretrain(read_lines(train_text), read_lines(validation_text), out_dir, state_dir, settings)
     fileio.write_json(Path(state_dir) / "pretrain_record.json", record)
     return record

@@ -1,16 +1,43 @@
-"""The embedded base's training sequences: its tokenizer, the sequences cut from the text lines, and
-batches of near-equal length (so almost no position is padding).
+"""The embedded base's training sequences: the pretraining settings, its tokenizer, the sequences cut
+from the text lines, and batches of near-equal length (so almost no position is padding).
 """
 
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import torch
 
-if TYPE_CHECKING:  # pretrain imports this module; its settings are only annotations here
-    from anchormask.embedded_base.pretrain import PretrainSettings
+
+@dataclass(frozen=True)
+class PretrainSettings:
+    """Every value lives in workflow/pretrain.yaml (one source); see its comments."""
+
+    vocab_size: int
+    hidden_size: int
+    layers: int
+    heads: int
+    intermediate_size: int
+    max_positions: int
+    seq_len: int
+    min_tokens: int
+    pair_share: float
+    tokens_per_batch: int
+    steps: int
+    lr: float
+    warmup_steps: int
+    decay_steps: int
+    restarts: tuple[int, ...]  # steps where a resumed run warmed up again after a finished decay
+    weight_decay: float
+    min_mask_ratio: float
+    weighting: str  # none | inverse_t
+    bf16: bool
+    seed: int
+    log_every: int
+    checkpoint_every: int
+    snapshot_every: int  # 0: no snapshots
+    eval_sequences: int
 
 
 def train_tokenizer(lines: list[str], vocab_size: int):

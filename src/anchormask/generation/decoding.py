@@ -28,16 +28,13 @@ options and the family whose own sampler each comes from):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from anchormask.fileio import InputError
+from anchormask.generation.sampler_settings import SamplerSettings
 from anchormask.model import layout
 from anchormask.model.backbone import Backbone
-
-if TYPE_CHECKING:  # the sampler imports this module; here its settings are only annotations
-    from anchormask.generation.sampler import SamplerSettings
 
 ENTROPY_EPS = 1e-10  # Dream's generation_utils.py: log(p + 1e-10) in the negative entropy
 

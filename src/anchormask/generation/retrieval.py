@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from anchormask import data, study
+
 
 def retrieve(queries: list[dict[str, Any]], corpus: list[dict[str, Any]], *, k1: float, b: float
              ) -> list[dict[str, Any]]:
@@ -40,9 +42,6 @@ def study_anchors(config: dict[str, Any], domain: str, query_set: str = "main",
 
     ``root`` resolves the config's relative data paths (the benchmarks run from elsewhere).
     """
-    from anchormask import data
-    from anchormask.settings import study
-
     def at(path: Path) -> Path:
         return path if root is None or path.is_absolute() else root / path
 
@@ -54,8 +53,6 @@ def study_anchors(config: dict[str, Any], domain: str, query_set: str = "main",
 def anchors(queries_path: str | Path, corpus_path: str | Path, *, domain: str, split: str, query_set: str,
             max_queries: int | None, settings: dict[str, Any]) -> list[dict[str, Any]]:
     """One query file's queries (the first ``max_queries``) with their statements retrieved from one corpus."""
-    from anchormask import data
-
     queries = data.load_queries(queries_path, max_queries)
     return [{"domain": domain, "split": split, "query_set": query_set, **r}
             for r in retrieve(queries, data.load_corpus(corpus_path), **settings)]

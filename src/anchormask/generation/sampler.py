@@ -29,75 +29,14 @@ import contextlib
 import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from anchormask import schemas
 from anchormask.fileio import InputError
 from anchormask.generation import decoding
+from anchormask.generation.sampler_settings import SamplerSettings
 from anchormask.model.backbone import Backbone, Runtime
-from anchormask.settings import config as config_rules
-
-
-def _default(key: str) -> Any:
-    return schemas.default(("generation", key))
-
-
-@dataclass(frozen=True)
-class SamplerSettings:
-    """The sampler's settings: the config's ``generation`` section less ``threads``. Each field's default
-    is the config schema's default for that key (src/anchormask/schemas/config.schema.yaml)."""
-
-    answer_len: int = _default("answer_len")
-    steps: int = _default("steps")
-    temperature: float = _default("temperature")
-    remasking: str = _default("remasking")
-    decoding: str = _default("decoding")
-    threshold: float = _default("threshold")
-    schedule: str = _default("schedule")
-    eps: float = _default("eps")
-    alg_temp: float = _default("alg_temp")
-    top_p: float = _default("top_p")
-    top_k: int = _default("top_k")
-    cfg_scale: float = _default("cfg_scale")
-    cfg_anchor: str = _default("cfg_anchor")
-    logits_eos_inf: bool = _default("logits_eos_inf")
-    confidence_eos_eot_inf: bool = _default("confidence_eos_eot_inf")
-    long_anchor: str = _default("long_anchor")
-    extra_masks: int = _default("extra_masks")
-    block_len: int = _default("block_len")
-    batch_size: int = _default("batch_size")
-    seed: int = _default("seed")
-
-    def __post_init__(self) -> None:
-        problems = config_rules.decoding_problems(self.__dict__)
-        if problems:
-            raise InputError("; ".join(f"generation.{key}: {text}" for key, text in problems))
-        # LLaDA's generate() asserts both: blocks tile the slot and share the steps equally.
-        if self.block_len:
-            if self.answer_len % self.block_len:
-                raise InputError(f"generation.block_len = {self.block_len} does not divide generation.answer_len = "
-                                 f"{self.answer_len}; semi-autoregressive blocks must tile the answer slot")
-            if self.steps % self.blocks:
-                raise InputError(f"generation.steps = {self.steps} is not a multiple of the {self.blocks} blocks "
-                                 f"(answer_len / block_len); each block gets steps / blocks denoising steps")
-
-    @property
-    def blocks(self) -> int:
-        """Semi-autoregressive blocks of the answer slot (``block_len: 0``: one, the whole slot)."""
-        return self.answer_len // self.block_len if self.block_len else 1
-
-    @classmethod
-    def from_config(cls, spec: dict[str, Any]) -> "SamplerSettings":
-        return cls(**{k: spec[k] for k in cls.__dataclass_fields__ if k in spec})
-
-    def record(self) -> dict[str, Any]:
-        """The settings a JSONL record carries (everything that shapes the tokens but the seed);
-        ``cfg_anchor`` only with guidance on (cfg_scale > 0), the one case it shapes them, so that a
-        record without guidance reads as it did before the key."""
-        return {k: getattr(self, k) for k in self.__dataclass_fields__
-                if k not in ("long_anchor", "batch_size", "seed") and (k != "cfg_anchor" or self.cfg_scale > 0)}
+from anchormask.model.layout import max_positions
 
 
 @dataclass(frozen=True)
@@ -165,7 +104,7 @@ def generate(backbone: Backbone, runtime: Runtime, requests: list[Request], sett
 def check_positions(backbone: Backbone, requests: list[Request], settings: SamplerSettings) -> None:
     """Fail before the first forward when a query's sequence is longer than the model allows (the
     model's own error is a tensor-size mismatch that names neither the query nor the setting)."""
-    limit = config_rules.max_positions(getattr(backbone.model, "config", None))
+    limit = max_positions(getattr(backbone.model, "config", None))
     if limit is None or not requests:
         return
     key, allowed = limit

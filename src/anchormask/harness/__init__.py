@@ -2,5 +2,6 @@
 
 ``likelihood``: the Monte-Carlo log-likelihood of a continuation under a masked-diffusion LM (LLaDA's
 estimate); ``model``: the registered lm-eval model ``anchormask``; ``tasks``: the project's own local
-tasks (``task_files/``) and where lm-eval finds them; ``results``: the DAG stage's table and figure.
+tasks (``task_files/``) and where lm-eval finds them; ``evaluation``: one evaluation of the DAG's
+stage; ``results``: the stage's table and figure.
 """

@@ -1,14 +1,9 @@
-"""The DAG's lm-eval stage (workflow/rules/lm_eval.smk): one evaluation per (arm, training seed, task), then
-the table of every arm against the base (with the harness's standard errors) and its figure.
-
-An evaluation's JSON keeps what lm-eval reports about the scores (``results``, ``versions``, ``n-shot``,
-``higher_is_better``, ``n-samples``) and who was evaluated; lm-eval's timings, dates and environment
-dump are left out, so a rerun with the same inputs writes the same bytes.
+"""The DAG's lm-eval stage (workflow/rules/lm_eval.smk), after the evaluations (``evaluation``): the table
+of every arm against the base (with the harness's standard errors) and its figure.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Any
@@ -17,39 +12,15 @@ import pandas as pd
 import pyarrow as pa
 
 from anchormask import fileio
-from anchormask.generation import sampler
 from anchormask.measurement import tables
-from anchormask.model import modeljob
+from anchormask.reporting import style
 
 log = logging.getLogger(__name__)
-KEPT = ("results", "versions", "n-shot", "higher_is_better", "n-samples")
 SCHEMA = tables.arrow_schema([
     ("task", pa.string(), False), ("metric", pa.string(), False), ("arm", pa.string(), False),
     ("train_seed", pa.int64(), True), ("value", pa.float64(), False), ("stderr", pa.float64(), True),
     ("base_value", pa.float64(), True), ("difference", pa.float64(), True), ("n", pa.int64(), True),
 ])
-
-
-def evaluate(*, base: modeljob.Base, settings: sampler.SamplerSettings, job: dict[str, Any],
-             options: dict[str, Any], threads: int, out: str) -> dict[str, Any]:
-    """Run lm-eval's evaluator on one task with the base (and the job's adapter); write the JSON record."""
-    from lm_eval import simple_evaluate
-    from lm_eval.utils import handle_non_serializable
-
-    from anchormask.harness import model, tasks
-
-    setup = model.Setup(base=base, settings=settings, adapter=job["adapter"], mc_num=options["mc_num"],
-                        batch_size=options["batch_size"], seed=options["seed"], cfg=settings.cfg_scale,
-                        threads=threads)
-    found = simple_evaluate(model=model.AnchormaskLM(setup), tasks=[job["task"]], task_manager=tasks.task_manager(),
-                            limit=options["limit"], num_fewshot=options["num_fewshot"], random_seed=options["seed"],
-                            numpy_random_seed=options["seed"], torch_random_seed=options["seed"],
-                            fewshot_random_seed=options["seed"])
-    record = {key: found[key] for key in KEPT if key in found}
-    record["anchormask"] = {**job, "base_sha256": base.sha256, "options": options, "sampler": settings.record()}
-    fileio.write_text(out, json.dumps(record, default=handle_non_serializable, indent=1, sort_keys=True) + "\n")
-    log.info("%s: %s", job["task"], record["results"].get(job["task"]))
-    return record
 
 
 def scores(record: dict[str, Any], task: str) -> list[dict[str, Any]]:
@@ -110,19 +81,18 @@ def figure(df: pd.DataFrame, pdf: str | os.PathLike[str], png: str | os.PathLike
     as a dashed line."""
     from matplotlib.figure import Figure
 
-    from anchormask.reporting import figures
 
     panels = list(df.groupby(["task", "metric"], sort=False))
     fig = Figure(figsize=(4.2 * max(1, len(panels)), 3.2))
     for i, ((task, metric), part) in enumerate(panels):
         ax = fig.add_subplot(1, max(1, len(panels)), i + 1)
         means = part.groupby("arm", sort=False).agg(value=("value", "mean"), stderr=("stderr", "mean"))
-        ax.bar(range(len(means)), means["value"], yerr=means["stderr"].fillna(0), color=figures.COLOURS[1],
+        ax.bar(range(len(means)), means["value"], yerr=means["stderr"].fillna(0), color=style.COLOURS[1],
                capsize=3)
         if part["base_value"].notna().any():
-            ax.axhline(float(part["base_value"].dropna().iloc[0]), color=figures.COLOURS[0], linestyle="--",
+            ax.axhline(float(part["base_value"].dropna().iloc[0]), color=style.COLOURS[0], linestyle="--",
                        linewidth=1)
         ax.set_xticks(range(len(means)), list(means.index), rotation=45, ha="right")
         ax.set_title(f"{task}\n{metric}")
     fig.tight_layout()
-    figures.save(fig, pdf, png)
+    style.save(fig, pdf, png)

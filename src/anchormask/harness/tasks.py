@@ -25,8 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from anchormask import data, fileio
-from anchormask.settings import study
+from anchormask import data, fileio, study
 
 TASK_DIR = Path(__file__).resolve().parent / "task_files"
 TASKS = ("anchormask_cloze", "anchormask_locus")

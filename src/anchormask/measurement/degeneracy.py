@@ -13,7 +13,7 @@ lower-cased, accent-folded runs of letters and digits, the same words corpus_ove
 
 Each of the last two also comes pooled over several texts (``pooled_distinct_n``,
 ``pooled_adjacent_repeat_share``: n-grams and pairs are taken within each text, never across two,
-and counted together), for a verdict on a whole set of answers (embedded_base/base_eval.py).
+and counted together), for a verdict on a whole set of answers (base_eval.py).
 
 Stop words: NLTK's English list as bm25s ships it (``bm25s.stopwords.STOPWORDS_EN_PLUS``, 179
 words; bm25s is already the retrieval dependency), passed through the same word rule, so

@@ -7,5 +7,4 @@
 * ``adapters``: a trained adapter's files match the hashes its training recorded.
 * ``modeljob``: what every job that runs the model sets up first.
 * ``memory``: the memory model the cluster requests come from.
-* ``base_eval``: a base's quality gates (masked-token accuracy, degeneracy of its generations).
 """

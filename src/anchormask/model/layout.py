@@ -28,6 +28,7 @@ rest start masked, then k extra mask positions (the mask-count probe; 0 by defau
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -170,3 +171,16 @@ def prompt_ids(tokenizer, question: str, template: Template = PAIR) -> list[int]
 
 def anchor_ids(tokenizer, statement: str) -> list[int]:
     return list(tokenizer(statement, add_special_tokens=False)["input_ids"])
+
+
+POSITION_KEYS = ("max_position_embeddings", "max_sequence_length", "n_positions")
+
+
+def max_positions(model_config: Any) -> tuple[str, int] | None:
+    """(key, value) of the longest sequence a model's config allows, if it states one: a config.json's
+    content or a transformers config object (sampler.check_positions asks with the loaded model's)."""
+    for key in POSITION_KEYS:
+        value = model_config.get(key) if isinstance(model_config, dict) else getattr(model_config, key, None)
+        if isinstance(value, int) and value > 0:
+            return key, value
+    return None

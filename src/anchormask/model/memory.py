@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from anchormask import schemas
+
 GIB = 1024 ** 3
 MIB = 1024 ** 2
 HOST_RUNTIME = int(0.37 * GIB)   # a model job's imports (torch, transformers, peft, the package, the modelling code)
@@ -203,13 +205,11 @@ def job_settings(config: dict[str, Any]) -> dict[str, Any]:
     """The shapes a study's model jobs run at: the training batch and length; the generation batch, its
     widest sequence (a prompt shorter than ``train.seq_len``, the slot, the most extra masks of the arms
     and the mask-count probe) and the slot positions the first step decides (the first block)."""
-    from anchormask.settings import config as study_config
-
     gen, train = config["generation"], config["train"]
-    extra = max([study_config.setting(config, ("generation", "extra_masks")),
-                 *study_config.setting(config, ("probes", "maskcount_k"))])
+    extra = max([schemas.setting(config, ("generation", "extra_masks")),
+                 *schemas.setting(config, ("probes", "maskcount_k"))])
     slot = gen.get("block_len") or gen["answer_len"]
-    decoding = {k: study_config.setting(config, ("generation", k))
+    decoding = {k: schemas.setting(config, ("generation", k))
                 for k in ("temperature", "top_p", "top_k", "remasking", "cfg_scale")}
     return {"batch": train["batch_size"], "seq_len": train["seq_len"], "rank": train["rank"], "kinds": "qkvo",
             "gen_batch": gen["batch_size"], "width": train["seq_len"] + gen["answer_len"] + extra,

@@ -19,8 +19,9 @@ from typing import Any, NoReturn
 
 import torch
 
+from anchormask import schemas
 from anchormask.model import backbone as bb
-from anchormask.settings import config
+from anchormask.model.adapters import verify as verify_adapter
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,8 @@ class Base:
         does not set takes the schema's default."""
         section = {"base": dict(block)}
         return cls(path=str(block["path"]), sha256=block["sha256"],
-                   trust_remote_code=config.setting(section, ("base", "trust_remote_code")),
-                   device=config.setting(section, ("base", "device")), family=block.get("family"),
+                   trust_remote_code=schemas.setting(section, ("base", "trust_remote_code")),
+                   device=schemas.setting(section, ("base", "device")), family=block.get("family"),
                    projections=block.get("projections"), layout=block.get("layout"))
 
 
@@ -80,8 +81,6 @@ def load(base: Base, runtime: bb.Runtime, adapter: str | None = None, *,
 
     The adapter's files are checked against the hashes it was saved with before it is used.
     """
-    from anchormask.model.adapters import verify as verify_adapter
-
     backbone = bb.load_backbone(base.path, trust_remote_code=base.trust_remote_code, runtime=runtime,
                                 attn_implementation=attn_implementation, family=base.family,
                                 projections=base.projections, layout=base.layout)

@@ -35,8 +35,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from anchormask import fileio
+from anchormask import checksum, fileio
 from anchormask.fileio import InputError
+from anchormask.generation import arm_answers, sampler
 from anchormask.measurement import tables
 from anchormask.model import modeljob
 from anchormask.repro import provenance
@@ -218,8 +219,6 @@ def attention_forward(backbone, input_ids, attention_mask):
 def attention_probe(backbone, runtime, requests, settings) -> dict[str, np.ndarray]:
     """Query id -> [layers, heads, 2] mass (prefix, anchor), averaged over its denoising steps; read from
     the sampler's own forward pass of each step (the observer records around it)."""
-    from anchormask.generation import sampler
-
     sums: dict[str, np.ndarray] = {}
     steps: dict[str, int] = {}
 
@@ -242,9 +241,6 @@ def attention_probe(backbone, runtime, requests, settings) -> dict[str, np.ndarr
 def attention_table(arms: Sequence[Mapping[str, Any]], retrieval_files: Sequence[str], base: modeljob.Base,
                     settings, threads: int = 1) -> pd.DataFrame:
     """One row per (arm, layer, head, target). ``arms``: dicts with arm, strategy, targets, adapters."""
-    from anchormask import checksum
-    from anchormask.generation import arm_answers
-
     runtime = modeljob.start(base, threads)
     retrieved = [rec for path in retrieval_files for rec in fileio.read_jsonl(path)]
     if not retrieved:

@@ -23,10 +23,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from anchormask import fileio
+from anchormask import checksum, fileio
 from anchormask.fileio import InputError
 from anchormask.measurement import tables
-from anchormask.model.families import KINDS
+from anchormask.model.adapters import verify as verify_adapter
+from anchormask.model.families import KINDS, PROJECTIONS
 from anchormask.repro import provenance
 
 _str, _int, _f64 = pa.string(), pa.int64(), pa.float64()
@@ -48,8 +49,6 @@ _LAYER = re.compile(r"\.(\d+)\.")
 def projection_kind(module: str, projections: Mapping[str, str] | None = None) -> str | None:
     """q, k, v or o for a module name (base.projections when given, else any family of
     ``families.PROJECTIONS``); None if none fits."""
-    from anchormask.model.families import PROJECTIONS
-
     candidates = [projections] if projections else list(PROJECTIONS.values())
     pairs = sorted({(suffix, kind) for proj in candidates for kind, suffix in proj.items()},
                    key=lambda p: -len(p[0]))
@@ -121,9 +120,6 @@ def lora_layers_table(adapters: Sequence[Mapping[str, Any]],
                       projections: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Per (arm, adapter, layer, kind). ``adapters``: dicts with arm, strategy, targets, path;
     ``projections``: base.projections of config.yaml, when set."""
-    from anchormask import checksum
-    from anchormask.model.adapters import verify as verify_adapter
-
     frames, meta = [], []
     for spec in adapters:
         path = Path(spec["path"])

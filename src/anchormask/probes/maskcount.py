@@ -23,6 +23,7 @@ from anchormask.checksum import file_sha256
 from anchormask.fileio import InputError
 from anchormask.measurement import tables
 from anchormask.repro import provenance
+from anchormask.stats import bootstrap, pairwise
 
 _str, _int, _f64 = pa.string(), pa.int64(), pa.float64()
 
@@ -54,8 +55,6 @@ def maskcount_generations(files: Sequence[tuple[str, int, str]], corpora: Mappin
 
 def maskcount_summary(df: pd.DataFrame, resamples: int, confidence: float, seed: int) -> pd.DataFrame:
     """Per (arm, k, split): mean corpus_overlap [CI] and the paired difference from the smallest k."""
-    from anchormask.stats import bootstrap, pairwise
-
     ks = sorted(int(k) for k in df["k"].unique())
     k0 = ks[0]
     rows = []

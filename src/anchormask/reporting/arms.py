@@ -7,13 +7,20 @@ comparisons): the jobs that draw or write a report receive the arms' names in co
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from anchormask.reporting.markdown import is_missing
-from anchormask.settings.study import sweep_arm
+import pandas as pd
+
+from anchormask.study import sweep_arm
 
 HELD_OUT = "split=held_out"  # a comparison's selector over the held-out queries pooled (pairwise.run_comparisons)
+
+
+def is_missing(x: Any) -> bool:
+    """None, pd.NA or a float NaN: a value a table shows as missing."""
+    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
 
 
 def order_arms(arms: Iterable[str], config_order: Sequence[str]) -> list[str]:

@@ -21,9 +21,9 @@ from matplotlib.figure import Figure
 from anchormask import fileio
 from anchormask.measurement import tables
 from anchormask.model import families
-from anchormask.reporting.figures import save
 from anchormask.reporting.markdown import number, ratio_cell
 from anchormask.reporting.paper import STYLE, figure_html, markdown_html
+from anchormask.reporting.style import save
 
 # The comparison the figure shows, the study's headline: anchor vs random over the held-out queries pooled.
 FIGURE_COMPARISON = {"a": "anchor", "b": "random", "split": "held_out"}

@@ -1,5 +1,4 @@
-"""The study's figures, and how every figure (these and ``probe_figures``) is saved: as PDF and PNG,
-atomically and byte-stably.
+"""The study's figures (saved through ``style.save``, as every figure of the project is).
 
 * ``main_figure``: mean corpus_overlap per arm with percentile bootstrap CIs, one panel for
   the in-domain queries, one per held-out domain and one for the held-out queries pooled.
@@ -12,8 +11,7 @@ atomically and byte-stably.
 Per-arm intervals are single-arm percentile bootstraps of the arm's seed x query values (with
 several training seeds both levels are resampled, as in the comparisons); every arm over the
 same query set uses the same resampled queries (``bootstrap.query_set_rng``). Figures are drawn on
-``matplotlib.figure.Figure`` objects (no pyplot state; PNG through Agg) inside an ``rc_context``
-with a fixed ``svg.hashsalt``; PDFs are written without CreationDate, so the same table gives the same bytes.
+``matplotlib.figure.Figure`` objects (no pyplot state; PNG through Agg) inside ``style.RC``.
 """
 
 from __future__ import annotations
@@ -29,25 +27,14 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from anchormask.fileio import InputError, atomic_path
+from anchormask.fileio import InputError
 from anchormask.reporting.arms import order_arms, sweep_pair
+from anchormask.reporting.style import COLOURS, RC, save
 from anchormask.stats import bootstrap, pairwise
 
 TARGET_ORDER = ("full", "vo", "qk")
-RC = {"svg.hashsalt": "anchormask", "pdf.compression": 6, "font.family": "DejaVu Sans", "font.size": 9,
-      "axes.titlesize": 9, "figure.dpi": 100, "savefig.dpi": 150}
-COLOURS = ("#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#17becf", "#d62728", "#bcbd22",
-            "#8c564b", "#e377c2")
 _STRATEGY_COLOURS = {"anchor": "#1f77b4", "random": "#ff7f0e"}
 _REPORT_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:[-–]\s*(\d+(?:\.\d+)?))?\s*x")
-
-
-def save(fig: Figure, pdf_path: str | os.PathLike[str], png_path: str | os.PathLike[str]) -> None:
-    with matplotlib.rc_context(RC):
-        with atomic_path(pdf_path) as tmp:
-            fig.savefig(tmp, format="pdf", metadata={"CreationDate": None, "ModDate": None})
-        with atomic_path(png_path) as tmp:
-            fig.savefig(tmp, format="png")
 
 
 def _ci(index: pairwise.PerQueryIndex, arm: str, column: str, value: str, resamples: int, confidence: float,

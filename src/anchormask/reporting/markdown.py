@@ -15,10 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-
-def is_missing(x: Any) -> bool:
-    """None, pd.NA or a float NaN: a value a table shows as missing."""
-    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
+from anchormask.reporting.arms import is_missing, sweep_pair
 
 
 def number(x: Any, fmt: str = ".3f") -> str:
@@ -148,8 +145,6 @@ def truncation_markdown(truncations: pd.DataFrame, query_set: str = "main") -> l
 
 
 def _sweep_tables(sweep_df: pd.DataFrame, strategies: Sequence[str]) -> list[str]:
-    from anchormask.reporting.arms import sweep_pair
-
     first, lines = strategies[0], []
     for other in strategies[1:]:
         if lines:

@@ -1,7 +1,7 @@
 """The probes' figures: attention heatmaps, LoRA weight allocation, mask-count robustness.
 
 Drawn from the probes' tables (``probes.attention``, ``probes.lora``, ``probes.maskcount``) and
-saved like the study's figures (``figures.save``: the same table gives the same bytes).
+saved like the study's figures (``style.save``: the same table gives the same bytes).
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from anchormask.model.families import KINDS
-from anchormask.probes.attention import ATTENDED_SPANS
 from anchormask.probes.lora import lora_share_table
 from anchormask.reporting.arms import base_arm, order_arms
-from anchormask.reporting.figures import COLOURS, RC, save
+from anchormask.reporting.style import COLOURS, RC, save
 
 
 def attention_figure(df: pd.DataFrame, pdf_path, png_path, *, arm_order: Sequence[str]) -> None:
@@ -29,10 +28,11 @@ def attention_figure(df: pd.DataFrame, pdf_path, png_path, *, arm_order: Sequenc
     strategies = df.groupby("arm")["strategy"].first().to_dict()
     base = base_arm(arms, strategies)
     layers, heads = int(df["layer"].max()) + 1, int(df["head"].max()) + 1
-    grid = {(a, t): _matrix(df, a, t, layers, heads) for a in arms for t in ATTENDED_SPANS}
+    spans = list(dict.fromkeys(df["target"]))  # the probe's ATTENDED_SPANS, in its table's order
+    grid = {(a, t): _matrix(df, a, t, layers, heads) for a in arms for t in spans}
     others = [a for a in arms if a != base]
     row_specs = []
-    for target in ATTENDED_SPANS:
+    for target in spans:
         row_specs.append((target, False))
         if base is not None and others:
             row_specs.append((target, True))

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from anchormask.model.families import KINDS
-from anchormask.reporting.arms import arm_with, base_arm, comparison_of, order_arms
-from anchormask.reporting.markdown import diff_cell, is_missing, number, ratio_cell
+from anchormask.reporting.arms import arm_with, base_arm, comparison_of, is_missing, order_arms
+from anchormask.reporting.markdown import diff_cell, number, ratio_cell
 
 
 def maskcount_markdown(summary: pd.DataFrame) -> str:

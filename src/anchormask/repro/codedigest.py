@@ -1,24 +1,42 @@
-"""SHA-256 of the library code a workflow script runs, from the script's import closure.
+"""What a workflow script runs, as a digest per module: the rule's ``code`` param.
 
 Why: Snakemake's code trigger sees only a rule's script file, not the package modules the script
-imports, so every rule carries this digest in its params. Hand-written module lists drifted from
-the imports (a rule omitted a module its script imports, and editing it reran nothing); here the
-list is computed: the script's ``anchormask`` imports, followed transitively through the package
+imports, so every rule carries these digests in its params. The module list is computed, not
+written by hand: the script's ``anchormask`` imports, followed transitively through the package
 (``import anchormask.x``, ``from anchormask import x``, ``from anchormask.x import y``,
-``from . import x``; imports inside functions count too, since they run when the function does).
-Subpackages count like modules (``anchormask.probes.lora`` is ``probes/lora.py``), and loading a
-module of a subpackage runs the subpackage's ``__init__`` too.
+``from . import x``). Subpackages count like modules (``anchormask.probes.lora`` is
+``probes/lora.py``), and loading a module of a subpackage runs the subpackage's ``__init__`` too.
+
+What counts as a change is what runs: each module's (and the script's) syntax tree with its
+docstrings removed and each run of import statements sorted, so comments, docstrings, formatting
+and the order of an import list rerun nothing, while any change to an expression, a default, a
+constant or a string the code uses does. A module that reads its own ``__doc__`` keeps its
+docstrings. A module's data are the files it declares in a literal ``DATA_FILES`` tuple (paths
+relative to its folder): a YAML file by its parsed content, any other by its bytes; nothing else
+that lies in a package folder (an editor's swap file, a ``.DS_Store``) counts.
+
+The param is canonical JSON, ``{label: digest}`` with one 16-hex-digit digest per module (labels
+``__init__``, ``data``, ``model.backbone``, ``script:train_adapter.py``), so ``anchormask audit why``
+can name the modules whose code changed since a job ran.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import json
 from functools import cache
 from pathlib import Path
 
+import yaml
+
+from anchormask.fileio import InputError, canonical_json
+
 PACKAGE = "anchormask"
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+DATA_FILES = "DATA_FILES"  # the module-level name that lists a module's data files
+SCRIPT_LABEL = "script:"
+DIGEST_CHARS = 16  # 64 bits per module: a collision between two edits of one module is not a concern
 
 
 def _module_file(name: str, package_dir: Path) -> Path | None:
@@ -66,19 +84,30 @@ def _import_targets(node: ast.Import) -> list[str]:
             if a.name == PACKAGE or a.name.startswith(PACKAGE + ".")]
 
 
+def import_targets(node: ast.AST, current: str | None = None, current_is_package: bool = False) -> list[str]:
+    """Package-relative names one statement may load ([] for anything but a project import)."""
+    if isinstance(node, ast.Import):
+        return _import_targets(node)
+    if isinstance(node, ast.ImportFrom):
+        return _from_targets(node, current, current_is_package)
+    return []
+
+
 def imported_modules(source: str, current: str | None = None, current_is_package: bool = False) -> set[str]:
     """Package-relative names of the ``anchormask`` modules a source text imports ('' = __init__);
     ``current`` names the module the text is (None for a script), ``current_is_package`` says it is
     a package's ``__init__`` (relative imports then start from it, not from its parent)."""
+    return set(_imported_modules(source, current, current_is_package))
+
+
+@cache
+def _imported_modules(source: str, current: str | None, current_is_package: bool) -> frozenset[str]:
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found.update(_import_targets(node))
-        elif isinstance(node, ast.ImportFrom):
-            found.update(_from_targets(node, current, current_is_package))
+        found.update(import_targets(node, current, current_is_package))
     if found:
         found.add("")  # any import of a submodule first runs the package's __init__
-    return found
+    return frozenset(found)
 
 
 @cache
@@ -102,38 +131,139 @@ def module_label(name: str) -> str:
     return name or "__init__"
 
 
-def data_files(name: str, package_dir: Path = PACKAGE_DIR) -> list[Path]:
-    """A subpackage's data files (``schemas/*.yaml`` beside ``schemas/__init__.py``): code reads them
-    as it reads its modules, so an edit of one must rerun the same jobs."""
-    path = _module_file(name, package_dir)
-    if not name or path is None or path.name != "__init__.py":
-        return []
-    return sorted(p for p in path.parent.iterdir() if p.is_file() and p.suffix not in (".py", ".pyc"))
+def module_name(label: str) -> str:
+    """The inverse of ``module_label``."""
+    return "" if label == "__init__" else label
 
 
-def digest_of_modules(names, package_dir: Path = PACKAGE_DIR) -> str:
-    """SHA-256 over each module's label and source bytes, then its subpackage's data files, in sorted
-    order (stable across runs)."""
-    digest = hashlib.sha256()
-    for label, name in sorted((module_label(n), n) for n in set(names)):
-        digest.update(label.encode() + b"\0" + _module_file(name, package_dir).read_bytes())
-        for extra in data_files(name, package_dir):
-            digest.update(f"{label}/{extra.name}".encode() + b"\0" + extra.read_bytes())
-    return digest.hexdigest()
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def _is_import(node: ast.stmt) -> bool:
+    return isinstance(node, (ast.Import, ast.ImportFrom))
+
+
+def _canonical_body(body: list[ast.stmt], drop_docstring: bool) -> list[ast.stmt]:
+    """A body without its docstring, each run of consecutive imports sorted (names within one too)."""
+    if drop_docstring and body and _is_docstring(body[0]):
+        body = body[1:]
+    out: list[ast.stmt] = []
+    run: list[ast.stmt] = []
+    for node in [*body, None]:
+        if node is not None and _is_import(node):
+            node.names.sort(key=lambda alias: (alias.name, alias.asname or ""))
+            run.append(node)
+            continue
+        out += sorted(run, key=ast.dump)
+        run = []
+        if node is not None:
+            out.append(node)
+    return out or [ast.Pass()]
+
+
+def code_of(source: str) -> str:
+    """What a source text runs: its syntax tree without comments, formatting, docstrings (unless the
+    text reads ``__doc__``) or the order of its import lists, as text."""
+    tree = ast.parse(source)
+    keep_docs = any(isinstance(n, ast.Name) and n.id == "__doc__" for n in ast.walk(tree))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.body = _canonical_body(node.body, drop_docstring=not keep_docs)
+        elif hasattr(node, "body") and isinstance(node.body, list):
+            node.body = _canonical_body(node.body, drop_docstring=False)
+    return ast.dump(tree, annotate_fields=False, include_attributes=False)
+
+
+@cache
+def _declared_names(source: str) -> tuple[str, ...]:
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == DATA_FILES for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    return ()
+
+
+def declared_data_files(path: Path) -> list[Path]:
+    """The files module ``path`` declares that it reads: its literal ``DATA_FILES`` tuple, relative to its
+    folder; a declared file that is missing is an error naming the module and the file."""
+    files = [path.parent / name for name in _declared_names(path.read_text(encoding="utf-8"))]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise InputError(f"{path}: {DATA_FILES} names {', '.join(missing)}, which does not exist; "
+                         "restore the file or remove it from the list")
+    return files
+
+
+@cache
+def _code_digest(source: str) -> bytes:
+    return hashlib.sha256(code_of(source).encode()).digest()
+
+
+@cache
+def _data_digest(suffix: str, content: bytes) -> bytes:
+    """A data file as its reader sees it: YAML by its parsed content (comments do not count), else bytes."""
+    if suffix in (".yaml", ".yml"):
+        content = canonical_json(yaml.safe_load(content.decode("utf-8"))).encode()
+    return hashlib.sha256(content).digest()
+
+
+def file_digest(path: Path) -> str:
+    """The digest of one source file's code and its declared data files, as the ``code`` param holds it
+    (the parsed texts are cached by content, so a DAG build parses each module once)."""
+    path = Path(path)
+    digest = hashlib.sha256(_code_digest(path.read_text(encoding="utf-8")))
+    for extra in declared_data_files(path):
+        digest.update(extra.name.encode() + b"\0" + _data_digest(extra.suffix, extra.read_bytes()))
+    return digest.hexdigest()[:DIGEST_CHARS]
+
+
+def module_digest(name: str, package_dir: Path = PACKAGE_DIR) -> str | None:
+    """The digest of module ``name`` of the package, None when it no longer exists."""
+    path = _module_file(name, Path(package_dir))
+    return None if path is None else file_digest(path)
+
+
+def script_code(script: str | Path, package_dir: Path = PACKAGE_DIR) -> dict[str, str]:
+    """Label -> digest for the script and every package module it loads."""
+    script, package_dir = Path(script).resolve(), Path(package_dir).resolve()
+    code = {f"{SCRIPT_LABEL}{script.name}": file_digest(script)}
+    code |= {module_label(n): module_digest(n, package_dir) for n in import_closure(script, package_dir)}
+    return dict(sorted(code.items()))
 
 
 def script_code_digest(script: str | Path, package_dir: Path = PACKAGE_DIR) -> str:
-    """The ``code`` param of the rule that runs ``script``."""
-    return digest_of_modules(import_closure(Path(script).resolve(), Path(package_dir).resolve()), package_dir)
+    """The ``code`` param of the rule that runs ``script``: canonical JSON of ``script_code``."""
+    return canonical_json(script_code(script, package_dir))
+
+
+def changed_modules(recorded: str, scripts_dir: Path, package_dir: Path = PACKAGE_DIR) -> list[str]:
+    """The labels of a recorded ``code`` param whose code differs now (or is gone); [] when the record is
+    not of this form (a run from before the per-module digests: its whole param changed)."""
+    try:
+        before = json.loads(recorded)
+    except (TypeError, ValueError):
+        return []
+    if not isinstance(before, dict):
+        return []
+    changed = []
+    for label, digest in sorted(before.items()):
+        if label.startswith(SCRIPT_LABEL):
+            script = Path(scripts_dir) / label[len(SCRIPT_LABEL):]
+            now = file_digest(script) if script.is_file() else None
+        else:
+            now = module_digest(module_name(label), package_dir)
+        if now != digest:
+            changed.append(label)
+    return changed
 
 
 def add_code_params(rules, scripts_dir: Path, package_dir: Path = PACKAGE_DIR) -> None:
-    """Give each rule that runs a script its ``code`` param, the script's digest (``script_code_digest``).
+    """Give each rule that runs a script its ``code`` param, the script's digests (``script_code_digest``).
 
     Called once the rules are defined (workflow/study.smk, workflow/rules/bases.smk), so a rule names its
-    script once, in ``script:``; the digest is a param because Snakemake's params trigger is what reruns a
-    job when a module its script imports changes. A rule that already carries this digest (from an earlier
-    call) keeps it; one whose ``code`` param says anything else is an error, since it would miss edits.
+    script once, in ``script:``; the digests are a param because Snakemake's params trigger is what reruns a
+    job when a module its script imports changes. A rule that already carries them (from an earlier
+    call) keeps them; one whose ``code`` param says anything else is an error, since it would miss edits.
     """
     wrong = []
     for rule in rules:
@@ -148,6 +278,4 @@ def add_code_params(rules, scripts_dir: Path, package_dir: Path = PACKAGE_DIR) -
             wrong.append(f"rule {rule.name}: params.code is not the digest of {name}; leave `code` out of "
                          "params (it is derived from the rule's script)")
     if wrong:
-        from anchormask.fileio import InputError
-
         raise InputError("workflow/rules/*.smk: " + "; ".join(wrong))

@@ -18,7 +18,11 @@ from typing import Any
 
 import yaml
 
-NAMES = ("config", "corpus", "pairs", "queries", "generation", "pretrain")
+# The files this package reads, one per schema: the code digest (repro/codedigest.py) counts these and
+# nothing else that lies in the folder.
+DATA_FILES = ("config.schema.yaml", "corpus.schema.yaml", "pairs.schema.yaml", "queries.schema.yaml",
+              "generation.schema.yaml", "pretrain.schema.yaml")
+NAMES = tuple(file.removesuffix(".schema.yaml") for file in DATA_FILES)
 SHOWN = "src/anchormask/schemas"  # where the files are in the repository, for messages
 
 
@@ -82,3 +86,25 @@ def default(key_path: tuple, name: str = "config") -> Any:
             return copy.deepcopy(node["default"])
     raise KeyError(f"{shown(name)} gives no default for {'.'.join(map(str, key_path))}")
 
+
+def setting(config: dict[str, Any], path: tuple) -> Any:
+    """The value at ``path``, or the schema's default for it when the config does not set it (a config
+    that Snakemake's validate has filled holds the defaults already; config.load's does not)."""
+    content = config
+    for key in path:
+        if not isinstance(content, dict) or key not in content:
+            return default(path)
+        content = content[key]
+    return content
+
+
+def has_path(content: Any, path: tuple) -> bool:
+    """``content`` holds a value at ``path`` (mapping keys and list indices)."""
+    for key in path:
+        if isinstance(content, dict) and key in content:
+            content = content[key]
+        elif isinstance(content, list) and isinstance(key, int) and key < len(content):
+            content = content[key]
+        else:
+            return False
+    return True

@@ -5,7 +5,8 @@
   which one set a key, merging one over another, and the types of --config values.
 * ``checks``: the checks every study passes when the workflow is read (one sequence for one base and
   for each base of several), and what the main process reports once per run.
-* ``study``: the jobs a valid configuration asks for (arms, strategies, targets, query sets).
+* ``anchors``: the statements too long to serve as an anchor, and the anchors generation will cut.
+* ``audit``: manifests of a results tree, their comparison across reruns, why a job reruns.
 * ``bases``: the ``bases:`` mapping, each base's merged and checked configuration.
 * ``command_line``: checks of a snakemake command line that Snakemake would answer with a traceback.
 """

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from anchormask import data, fileio, schemas
+from anchormask.settings import anchors, audit
 from anchormask.settings import config as config_rules
 from anchormask.settings import layers as config_layers
 
@@ -34,16 +35,14 @@ def check_study(config: dict[str, Any], fill_defaults: Callable[[dict, str], Any
     anchor refused; returns the anchor lengths, for ``report_once``'s truncation note."""
     fill_defaults(config, str(schemas.path("config")))
     data.check_all(config)
-    return data.check_anchor_lengths(config)
+    return anchors.check_anchor_lengths(config)
 
 
 def report_once(studies: Sequence[tuple[str, dict[str, Any], dict[str, Any]]], results: str = "results") -> None:
     """Called by the main process only: damaged adapters, then a killed writer's temporaries (removed, one
     line each), then each study's truncated anchors, prefixed with its name (``""`` for a single study)."""
-    from anchormask.repro import audit
-
     sys.stderr.write(audit.format_damaged(audit.damaged_adapters()))
     fileio.sweep_temporaries(results)
     for prefix, config, anchor_lengths in studies:
-        truncated = data.format_truncations(config, anchor_lengths)
+        truncated = anchors.format_truncations(config, anchor_lengths)
         sys.stderr.write(f"{prefix}{truncated}" if truncated else "")

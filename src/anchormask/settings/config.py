@@ -1,7 +1,7 @@
 """The study's configuration: YAML reading, validation with readable errors and the base's position
 limits (which source set a key, and merging layers, are in ``layers``).
 
-What the DAG derives from a valid configuration (the training jobs, arms, sweep) is in ``study``.
+What the DAG derives from a valid configuration (the training jobs, arms, sweep) is in ``anchormask.study``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ from typing import Any
 import yaml
 
 from anchormask import fileio, schemas
+from anchormask.generation.sampler_settings import decoding_problems
+from anchormask.model.layout import max_positions
+from anchormask.schemas import has_path, setting
 from anchormask.schemas import resolve as _resolve
-from anchormask.settings.study import STRATEGIES, comparison_selection, train_settings
+from anchormask.study import STRATEGIES, comparison_selection, train_settings
 
 
 class ConfigError(fileio.InputError):
@@ -145,6 +148,12 @@ def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
         problems.append((("data", "held_out"), f"lists {config['data']['in_domain']!r}, the in-domain domain "
                          "(data.in_domain); a domain is in-domain or held out, not both: remove it here"))
     arms = set(config["arms"])
+    named = (config.get("probes") or {}).get("attention_arms")
+    if named is not None and named != schemas.default(("probes", "attention_arms")):
+        unknown = [a for a in named if a not in arms]
+        if unknown:  # the default list is the default study's arms: study.attention_arms keeps those defined
+            problems.append((("probes", "attention_arms"), f"unknown arm(s) {', '.join(unknown)}; arms: "
+                             f"{', '.join(config['arms'])}"))
     domains = {config["data"]["in_domain"], *config["data"]["held_out"]}
     for i, comp in enumerate(config["statistics"]["comparisons"]):
         where = ("statistics", "comparisons", i)
@@ -158,38 +167,6 @@ def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
         if comp.get("domain") is not None and comp["domain"] not in domains:
             problems.append(((*where, "domain"), f"unknown domain {comp['domain']!r}; domains: "
                              f"{', '.join(sorted(domains))}"))
-    return problems
-
-
-def decoding_problems(generation: dict[str, Any]) -> list[tuple[str, str]]:
-    """The decoding options that make no sense together: (generation key, what is wrong and the fix).
-
-    The one place these rules live: the config check and sampler.SamplerSettings both ask it.
-    """
-    get = lambda key: generation.get(key, schemas.default(("generation", key)))  # noqa: E731
-    remasking, threshold = get("remasking"), get("decoding") == "threshold"
-    problems = []
-    if remasking == "origin" and get("schedule") != "dream":
-        problems.append(("remasking", "origin commits each masked position with Dream's chance 1 - s/t, which only "
-                         "schedule: dream defines; set generation.schedule: dream"))
-    if threshold and remasking in ("origin", "entropy", "random"):
-        problems.append(("decoding", f"threshold compares a probability with generation.threshold, but remasking: "
-                         f"{remasking} gives no probability; set decoding: fixed, or remasking: low_confidence "
-                         "or topk_margin"))
-    if threshold and get("schedule") == "dream":
-        problems.append(("schedule", "dream sets how many positions a step commits, which decoding: threshold "
-                         "decides itself; set schedule: even (threshold ignores it) or decoding: fixed"))
-    if get("alg_temp") > 0 and (threshold or remasking in ("origin", "random")):
-        problems.append(("alg_temp", f"> 0 draws a step's positions by their confidence, which decoding: "
-                         f"{get('decoding')} with remasking: {remasking} does not use; set alg_temp: 0"))
-    if get("confidence_eos_eot_inf") and remasking != "low_confidence":
-        problems.append(("confidence_eos_eot_inf", f"LLaDA's rule zeroes the end-of-turn token's probability in "
-                         f"low_confidence's confidence; remasking: {remasking} has none; set it false or "
-                         "remasking: low_confidence"))
-    if get("cfg_anchor") == "masked" and not get("cfg_scale") > 0:
-        problems.append(("cfg_anchor", "masked masks the locked anchor in the unguided forward of classifier-free "
-                         "guidance, which cfg_scale: 0 does not run; set generation.cfg_scale > 0, or "
-                         "cfg_anchor: visible"))
     return problems
 
 
@@ -228,7 +205,6 @@ def load_pretrain(path: str | Path) -> dict[str, Any]:
 
 
 MIN_PROMPT_TOKENS = 3  # the shortest prompt: its opening and closing special tokens around one word
-POSITION_KEYS = ("max_position_embeddings", "max_sequence_length", "n_positions")
 
 
 def check_base(config: dict[str, Any], source="config.yaml") -> None:
@@ -252,16 +228,6 @@ def check_base(config: dict[str, Any], source="config.yaml") -> None:
             f"{source_of(path)}: {dotted(path)}: {text}" for path, text in problems))
 
 
-def max_positions(model_config: Any) -> tuple[str, int] | None:
-    """(key, value) of the longest sequence a model's config allows, if it states one: a config.json's
-    content or a transformers config object (sampler.check_positions asks with the loaded model's)."""
-    for key in POSITION_KEYS:
-        value = model_config.get(key) if isinstance(model_config, dict) else getattr(model_config, key, None)
-        if isinstance(value, int) and value > 0:
-            return key, value
-    return None
-
-
 def _position_problems(config: dict[str, Any], limit, base: Path) -> list[tuple[KeyPath, str]]:
     if limit is None:
         return []
@@ -283,24 +249,3 @@ def _position_problems(config: dict[str, Any], limit, base: Path) -> list[tuple[
             path = override if has_path(config, override) else ("train", "seq_len")
             problems.append((path, f"{seq_len} positions, but {stated}; lower it to at most {allowed}"))
     return list(dict.fromkeys(problems))
-
-def setting(config: dict[str, Any], path: KeyPath) -> Any:
-    """The value at ``path``, or the schema's default for it when the config does not set it (a config
-    that Snakemake's validate has filled holds the defaults already; config.load's does not)."""
-    content = config
-    for key in path:
-        if not isinstance(content, dict) or key not in content:
-            return schemas.default(path)
-        content = content[key]
-    return content
-
-def has_path(content: Any, path: KeyPath) -> bool:
-    """``content`` holds a value at ``path`` (mapping keys and list indices)."""
-    for key in path:
-        if isinstance(content, dict) and key in content:
-            content = content[key]
-        elif isinstance(content, list) and isinstance(key, int) and key < len(content):
-            content = content[key]
-        else:
-            return False
-    return True

@@ -16,8 +16,9 @@ import yaml
 
 from anchormask.schemas import alternatives as _alternatives
 from anchormask.schemas import child_schemas as _child_schemas
+from anchormask.schemas import has_path
 from anchormask.schemas import resolve as _resolve
-from anchormask.settings.config import KeyPath, has_path, schema_document, yaml_file
+from anchormask.settings.config import KeyPath, schema_document, yaml_file
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from anchormask.settings.study import comparison_selection
 from anchormask.stats.bootstrap import percentile_interval, query_set_rng, resample_counts, safe_ratio
 from anchormask.stats.pairwise import per_query
 from anchormask.stats.signflip import sign_flip_pvalues
+from anchormask.study import comparison_selection
 
 CROSSBASE_STREAM = 2  # query_set_rng streams: None bootstrap, 1 sign-flip (signflip.PERMUTATION_STREAM)
 CROSSBASE_SIGNFLIP_STREAM = 3

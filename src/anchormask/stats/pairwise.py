@@ -23,9 +23,9 @@ import pandas as pd
 from anchormask import schemas
 from anchormask.fileio import InputError
 from anchormask.measurement import tables
-from anchormask.settings.study import comparison_selection
 from anchormask.stats.bootstrap import paired_bootstrap_batch, query_set_rng, safe_ratio
 from anchormask.stats.signflip import PERMUTATION_STREAM, holm, sign_flip_pvalues
+from anchormask.study import comparison_selection
 
 PERMUTATIONS = schemas.default(("statistics", "permutations"))  # the random sign patterns when N > 16
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from anchormask.model import adapters, layout, modeljob
 from anchormask.model import backbone as bb
 from anchormask.progress import Progress
 from anchormask.repro import provenance
-from anchormask.settings.study import AdapterJob
+from anchormask.study import AdapterJob
 from anchormask.training import masking, resume
 
 log = logging.getLogger(__name__)

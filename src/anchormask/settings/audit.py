@@ -8,19 +8,26 @@ manifests taken before and after a rerun show which outputs really changed.
 
 Logs and benchmarks are listed but marked volatile: they hold timings and timestamps and
 differ on every run by design, so a comparison reports them apart.
+
+``code_changes`` answers why a job would rerun for its code: the modules whose code digest differs
+from the one its job recorded (what counts as a change: docs/reproducibility.md).
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
+import re
 from base64 import urlsafe_b64decode
 from pathlib import Path
 from typing import Any
 
 from anchormask.checksum import directory_manifest, file_sha256, manifest_sha256
 from anchormask.fileio import read_safetensors_header
+from anchormask.model import adapters
+from anchormask.repro import codedigest
 
 FORMAT = 1
 VOLATILE_DIRS = ("logs", "benchmarks")
@@ -198,8 +205,6 @@ def _recorded_checksum(records: dict[str, dict[str, Any]], output: str, path: st
 
 
 def _input_problem(work: Path, path: str, outputs: list[str], records) -> str | None:
-    from anchormask.model import adapters
-
     if _is_adapter(path):
         found = adapters.problems(work / path)
         return "; ".join(found) if found else None
@@ -219,8 +224,6 @@ def check_intermediates(results: str | os.PathLike[str] = "results",
     One entry per problem: path, what is wrong, the outputs built from it, and a command that
     rebuilds it and everything made from it.
     """
-    from anchormask.model import adapters
-
     work = Path(workdir)
     records = snakemake_records(work)
     users = _users_of_inputs(records, work, Path(results).as_posix())
@@ -272,8 +275,6 @@ def _safetensors_size(path: Path) -> int | None:
 
 def adapter_quick_problem(folder: Path) -> str | None:
     """What is wrong with an adapter folder by existence and size alone; None when nothing shows."""
-    from anchormask.model import adapters
-
     if not folder.is_dir():
         return "the adapter folder is missing"
     missing = [n for n in (*adapters.HASHED_FILES, adapters.PROVENANCE) if not (folder / n).is_file()]
@@ -291,8 +292,6 @@ def damaged_adapters(results: str | os.PathLike[str] = "results",
                      workdir: str | os.PathLike[str] = ".") -> list[dict[str, Any]]:
     """Adapters that existing outputs were built from (Snakemake's records) and that fail the cheap check,
     each with those outputs and the command that rebuilds it (as `check_intermediates`)."""
-    from anchormask.model import adapters
-
     work = Path(workdir)
     users = _users_of_inputs(snakemake_records(work), work, Path(results).as_posix())
     found = []
@@ -316,4 +315,53 @@ def format_damaged(found: list[dict[str, Any]]) -> str:
                   f"    fix: {item['fix']}"]
     lines.append("  (existence and sizes only; `anchormask audit check` compares every adapter with its recorded "
                  "hashes)")
+    return "\n".join(lines) + "\n"
+
+
+def recorded_code(record: dict[str, Any]) -> str | None:
+    """The ``code`` param (per-module digests, repro/codedigest.py) of a job's metadata record, or the
+    64-hex digest of a run from before them; None for a rule without one. Snakemake records each param
+    as its repr, in the rule's order."""
+    for text in record.get("params") or []:
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(value, str) and (value.startswith('{"') and codedigest.SCRIPT_LABEL in value
+                                       or re.fullmatch(r"[0-9a-f]{64}", value)):
+            return value
+    return None
+
+
+def code_changes(workdir: str | os.PathLike[str] = ".", results: str = "results") -> dict[str, dict[str, Any]]:
+    """Rule -> {outputs, modules}: the recorded outputs under ``results`` whose job's code changed since it
+    ran, and the modules (labels of ``codedigest.script_code``) whose code differs; ``modules`` is None for
+    a record from before the per-module digests (its whole code param differs once)."""
+    work = Path(workdir)
+    scripts, package = work / "workflow" / "scripts", work / "src" / codedigest.PACKAGE
+    package = package if package.is_dir() else codedigest.PACKAGE_DIR
+    found: dict[str, dict[str, Any]] = {}
+    for output, record in sorted(snakemake_records(work).items()):
+        code = recorded_code(record)
+        if code is None or not Path(output).parts[:1] == Path(results).parts[:1]:
+            continue
+        old_form = not code.startswith("{")
+        changed = None if old_form else codedigest.changed_modules(code, scripts, package)
+        if old_form or changed:
+            entry = found.setdefault(record.get("rule") or "?", {"outputs": [], "modules": set()})
+            entry["outputs"].append(output)
+            entry["modules"] = None if changed is None or entry["modules"] is None else entry["modules"] | set(changed)
+    return {rule: {**e, "modules": None if e["modules"] is None else sorted(e["modules"])} for rule, e in found.items()}
+
+
+def format_code_changes(found: dict[str, dict[str, Any]]) -> str:
+    """``anchormask audit why``: per rule, how many outputs a code change reruns and which modules changed."""
+    if not found:
+        return "no job's code changed since it ran: a rerun now would be for its inputs or params only\n"
+    lines = []
+    for rule, entry in sorted(found.items()):
+        n = len(entry["outputs"])
+        why = (f"code changed in {', '.join(entry['modules'])}" if entry["modules"] is not None else
+               "recorded before the per-module code digests (such a job reruns once)")
+        lines.append(f"{rule}: {n} output(s): {why}")
     return "\n".join(lines) + "\n"

@@ -146,3 +146,39 @@ def comparison_selection(comp: dict[str, Any]) -> tuple[str, str]:
 
 def split_of(config: dict[str, Any], domain: str) -> str:
     return "in_domain" if domain == config["data"]["in_domain"] else "held_out"
+
+
+# The probes' arms (workflow/rules/probes.smk): which arms each probe reads, found by what they are.
+MASKCOUNT_KINDS = ((None, None), ("anchor", "full"), ("random", "full"))  # the base, full anchor, full random
+
+
+def adapter_arms(config: dict[str, Any]) -> list[str]:
+    """The arms with an adapter, in config order (the LoRA probe's)."""
+    return [a for a, spec in config["arms"].items() if spec["strategy"] is not None]
+
+
+def attention_arms(config: dict[str, Any]) -> list[str]:
+    """probes.attention_arms; the schema's default list (which names the default study's arms) keeps the
+    arms this config defines. settings.config refuses an unknown arm in any other list."""
+    named = list(config["probes"]["attention_arms"])
+    if named == schemas.default(("probes", "attention_arms")):
+        return [a for a in named if a in config["arms"]]
+    return named
+
+
+def maskcount_arms(config: dict[str, Any]) -> list[str]:
+    """The mask-count probe's arms: the base and the full-target anchor and random arms, whatever their names."""
+    return [a for a, spec in config["arms"].items() if (spec["strategy"], spec["targets"]) in MASKCOUNT_KINDS]
+
+
+def maskcount_runs(config: dict[str, Any]) -> list[tuple[str, int]]:
+    """(arm, k) of each mask-count generation, k the extra masks (probes.maskcount_k, sorted, once each)."""
+    ks = sorted({int(k) for k in config["probes"]["maskcount_k"]})
+    return [(a, k) for a in maskcount_arms(config) for k in ks]
+
+
+def lm_eval_runs(config: dict[str, Any]) -> list[tuple[str, str, AdapterJob | None]]:
+    """(arm, run, adapter) of each lm-eval evaluation but its task: ``seed<N>`` for each adapter of an arm,
+    ``none`` for an arm without one (workflow/rules/lm_eval.smk)."""
+    runs = [(a, f"seed{j.seed}", j) for a in config["arms"] for j in arm_adapters(config, a)]
+    return runs + [(a, "none", None) for a in config["arms"] if not arm_adapters(config, a)]

@@ -26,9 +26,13 @@ from typing import Any
 
 import torch
 
+from anchormask import data, study
+from anchormask.embedded_base.pretrain import prediction_scores
+from anchormask.generation import arm_answers, retrieval, sampler
 from anchormask.measurement import degeneracy, metric
 from anchormask.model import backbone as bb
 from anchormask.model import modeljob
+from anchormask.repro import provenance
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +54,6 @@ _SUFFIXES = (("ies", "y"), ("es", ""), ("s", ""), ("ed", ""), ("ed", "e"), ("d",
 def masked_token_scores(backbone: bb.Backbone, runtime: bb.Runtime, texts: list[str], ratio: float,
                         seed: int, batch_rows: int = 64) -> dict[str, float]:
     """Accuracy and NLL of the base's predictions at a fraction ``ratio`` of masked tokens."""
-    from anchormask.embedded_base.pretrain import prediction_scores
-
     tok = backbone.tokenizer
     special = torch.tensor(tok.all_special_ids)
     gen = torch.Generator().manual_seed(seed)
@@ -131,20 +133,12 @@ def gates(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def study_anchors(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Every study query with its BM25-retrieved statement (the anchors the study generates from)."""
-    from anchormask.generation import retrieval
-    from anchormask.settings import study
-
     return [a for domain in study.domains(config) for a in retrieval.study_anchors(config, domain)]
 
 
 def evaluate(config: dict[str, Any], *, base: modeljob.Base, validation_lines: list[str] | None,
              seed: int, threads: int) -> dict[str, Any]:
     """Masked-token scores, generation gates and samples of one base (no adapter)."""
-    from anchormask import data
-    from anchormask.generation import arm_answers, sampler
-    from anchormask.repro import provenance
-    from anchormask.settings import study
-
     runtime = modeljob.start(base, threads)
     backbone = modeljob.load(base, runtime)
     texts = {domain: [r["text"] for r in data.load_corpus(data.corpus_path(config, domain))]
