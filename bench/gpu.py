@@ -200,7 +200,7 @@ def train_check(base: Base, runtime, pairs: list[dict], settings: dict[str, Any]
     import torch
 
     from anchormask.model import backbone as bb
-    from anchormask.training import masking, train
+    from anchormask.training import masking, strategies, train
 
     backbone = load(base, runtime)
     if checkpointing:
@@ -224,7 +224,8 @@ def train_check(base: Base, runtime, pairs: list[dict], settings: dict[str, Any]
             for group in optimizer.param_groups:
                 group["lr"] = train.lr_at(step, settings)
             chosen = [encoded[i] for i in batch]
-            loss, _ = train.train_step(backbone, runtime, chosen, "anchor", settings, ratio, generator)
+            loss, _ = train.train_step(backbone, runtime, chosen, strategies.resolve("anchor"),
+                                       settings, ratio, generator)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

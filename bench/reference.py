@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from anchormask.model.layout import PAD
-from anchormask.training.masking import STRATEGIES
+from anchormask.training.strategies import BUILTIN_CLASSES
 
 
 def fixed_collate(examples, seq_len: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -42,7 +42,7 @@ def reference_train_step(model, examples, *, seq_len: int, strategy: str, low: f
                          mask_id: int, pad_id: int, generator: torch.Generator) -> tuple[torch.Tensor, int]:
     """Loss of one batch (mean CE over masked positions) and the number of masked positions."""
     ids, attention, classes = fixed_collate(examples, seq_len, pad_id)
-    eligible = torch.isin(classes, torch.tensor(STRATEGIES[strategy]))
+    eligible = torch.isin(classes, torch.tensor(BUILTIN_CLASSES[strategy]))
     ratio = low + (high - low) * torch.rand(len(examples), generator=generator)
     mask = eligible & (torch.rand(ids.shape, generator=generator) < ratio[:, None])
     noisy = torch.where(mask, torch.full_like(ids, mask_id), ids)

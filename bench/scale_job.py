@@ -111,7 +111,7 @@ def synthetic_pairs(backbone, seq_len: int, batch: int, seed: int = 0):
 
 def train_once(backbone, runtime, spec: dict) -> dict:
     from anchormask import study
-    from anchormask.training import masking, train
+    from anchormask.training import masking, strategies, train
 
     settings = spec["train"]
     job = study.AdapterJob("anchor", "full", settings["batch_size"], 1, 42)
@@ -120,7 +120,7 @@ def train_once(backbone, runtime, spec: dict) -> dict:
     run = train.Run(backbone, job, settings, settings["batch_size"])
     batch = synthetic_pairs(backbone, settings["seq_len"], settings["batch_size"])
     start = time.perf_counter()
-    loss, info = train.train_step(backbone, runtime, batch, "anchor", settings,
+    loss, info = train.train_step(backbone, runtime, batch, strategies.resolve("anchor"), settings,
                                   masking.MaskRatio.from_config(settings["mask_ratio"]), run.generator)
     run.optimizer.zero_grad(set_to_none=True)
     loss.backward()

@@ -114,7 +114,7 @@ def sides(cfg: dict[str, Any], settings: dict[str, Any], seed: int) -> tuple[Sid
     """(project side, reference side, project backbone), each with its own AdamW and mask generator."""
     import torch
 
-    from anchormask.training import masking, train
+    from anchormask.training import masking, strategies, train
 
     runtime, project, project_model, _, ref_model = two_models(cfg, settings, seed)
     opt_p = train.make_optimizer([p for p in project_model.parameters() if p.requires_grad], settings)
@@ -125,7 +125,8 @@ def sides(cfg: dict[str, Any], settings: dict[str, Any], seed: int) -> tuple[Sid
     seq_len, pad_id = settings["seq_len"], project.tokenizer.pad_token_id or 0
 
     def project_forward(batch):
-        loss, info = train.train_step(project, runtime, batch, STRATEGY, settings, ratio_dist, gen_p)
+        loss, info = train.train_step(project, runtime, batch, strategies.resolve(STRATEGY),
+                                      settings, ratio_dist, gen_p)
         return loss, info["masked_tokens"]
 
     def reference_forward(batch):

@@ -14,7 +14,7 @@ import torch
 from anchormask.model import backbone as bb
 from anchormask.model import layout
 from anchormask.model import memory as memory_model
-from anchormask.training import masking, train
+from anchormask.training import masking, strategies, train
 from bench import common, e2e, flops, memory, scale, scale_job, stats
 from bench.common import Line
 from bench.reference import reference_train_step
@@ -58,7 +58,8 @@ def test_flop_counts_match_torch_flop_counter(tiny_model_dir):
     train.attach_lora(backbone, "full", settings)
     batch = encoded(backbone)
     with FlopCounterMode(display=False) as counter:
-        loss, info = train.train_step(backbone, runtime, batch, "anchor", settings, masking.MaskRatio(0.5, 0.9),
+        loss, info = train.train_step(backbone, runtime, batch, strategies.resolve("anchor"),
+                                      settings, masking.MaskRatio(0.5, 0.9),
                                       torch.Generator().manual_seed(1))
         loss.backward()
     width = max(len(e.input_ids) for e in batch)
@@ -73,7 +74,8 @@ def test_reference_train_step_computes_the_project_loss(tiny_backbone, strategy)
     width = max(len(e.input_ids) for e in batch)  # L = the batch's longest: both draw the same mask
     settings = tiny_train_settings()
     with torch.no_grad():
-        loss, info = train.train_step(backbone, runtime, batch, strategy, settings, masking.MaskRatio(0.5, 0.9),
+        loss, info = train.train_step(backbone, runtime, batch, strategies.resolve(strategy),
+                                      settings, masking.MaskRatio(0.5, 0.9),
                                       torch.Generator().manual_seed(3))
         ref, masked = reference_train_step(backbone.model, batch, seq_len=width, strategy=strategy, low=0.5, high=0.9,
                                            mask_id=backbone.mask_token_id, pad_id=backbone.tokenizer.pad_token_id,

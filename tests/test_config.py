@@ -45,14 +45,15 @@ def test_wrong_type_and_out_of_range_values_name_the_key(default):
     assert "train.rank" in message and "train.lr" in message and "maximum" in message
 
 
-def test_enum_errors_list_the_allowed_values(default):
+def test_enum_errors_list_the_allowed_values_and_an_unknown_strategy_the_known_ones(default):
     cfg = copy.deepcopy(default)
-    cfg["arms"]["anchor"]["strategy"] = "forward"
     cfg["train"]["loss"] = "mse"
     message = problems_of(cfg)
-    assert "train.loss" in message and "'llada'" in message
-    assert ("arms.anchor.strategy: 'forward' is not allowed; "
-            "allowed values: 'anchor', 'random', 'reverse', null") in message
+    assert "train.loss: 'mse' is not allowed; allowed values: 'ce', 'llada', 'mask_agnostic'" in message
+    cfg = copy.deepcopy(default)
+    cfg["arms"]["anchor"]["strategy"] = "forward"
+    assert ("arms.anchor.strategy: unknown strategy 'forward'; built-in: anchor, random, reverse, span, blockwise, "
+            "curriculum; define it under strategies: (docs/strategies.md)") in problems_of(cfg)
 
 
 def test_cross_key_checks(default):

@@ -16,7 +16,7 @@ from anchormask.generation import sampler
 from anchormask.model import backbone as bb
 from anchormask.model import layout
 from anchormask.probes import attention
-from anchormask.training import train
+from anchormask.training import strategies, train
 from helpers import assert_one_pass_probe_equals_two_passes, tiny_train_settings
 from tiny_families import BUILDERS, DREAM, FAMILIES, LLADA, REMOTE, build_llada, remote_code_runs
 
@@ -237,7 +237,8 @@ def test_one_training_step_learns_on_every_family(loaded, checkpoints, family, t
     gen = torch.Generator().manual_seed(0)
     from anchormask.training import masking
 
-    loss, info = train.train_step(b, CPU, encoded, "anchor", settings, masking.MaskRatio(0.9, 0.9), gen)
+    loss, info = train.train_step(b, CPU, encoded, strategies.resolve("anchor"),
+                                  settings, masking.MaskRatio(0.9, 0.9), gen)
     loss.backward()
     assert torch.isfinite(loss) and info["masked_tokens"] > 0
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters() if p.requires_grad)
@@ -295,7 +296,8 @@ def test_gradient_checkpointing_switch_keeps_the_loss(checkpoints):
         enc = [layout.encode_pair(b.tokenizer, "what is the sea ?", "the sea is deep .", 40)]
         from anchormask.training import masking
 
-        loss, _ = train.train_step(b, CPU, enc, "anchor", tiny_train_settings(), masking.MaskRatio(0.9, 0.9),
+        loss, _ = train.train_step(b, CPU, enc, strategies.resolve("anchor"),
+                                   tiny_train_settings(), masking.MaskRatio(0.9, 0.9),
                                    torch.Generator().manual_seed(0))
         loss.backward()
         losses.append(float(loss.detach()))

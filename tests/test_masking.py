@@ -5,8 +5,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from anchormask.fileio import InputError
 from anchormask.model.layout import ANSWER, PAD, QUESTION, SPECIAL
-from anchormask.training import masking
+from anchormask.training import masking, strategies
 
 pytestmark = pytest.mark.unit
 
@@ -22,15 +23,19 @@ def random_classes(gen: torch.Generator, batch: int = 6, length: int = 30) -> to
     return torch.tensor(rows)
 
 
+def batch_of(classes: torch.Tensor, ratio: torch.Tensor, gen: torch.Generator) -> strategies.MaskingBatch:
+    return strategies.MaskingBatch(ids=torch.zeros_like(classes), classes=classes, lengths=(classes != PAD).sum(1),
+                                   ratio=ratio, step=0, total_steps=1, generator=gen)
+
+
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), strategy=st.sampled_from(sorted(masking.STRATEGIES)))
+@given(seed=st.integers(0, 2**31 - 1), strategy=st.sampled_from(sorted(strategies.BUILTIN_CLASSES)))
 def test_no_strategy_masks_outside_its_class(seed, strategy):
     gen = torch.Generator().manual_seed(seed)
     classes = random_classes(gen)
-    eligible = masking.eligible_positions(classes, strategy)
     ratio = masking.MaskRatio(0.5, 0.9).sample(len(classes), gen)
-    mask = masking.draw_mask(eligible, ratio, gen)
-    allowed = torch.isin(classes, torch.tensor(masking.STRATEGIES[strategy]))
+    mask = strategies.resolve(strategy).mask(batch_of(classes, ratio, gen))
+    allowed = torch.isin(classes, torch.tensor(strategies.BUILTIN_CLASSES[strategy]))
     assert not (mask & ~allowed).any()
     assert not (mask & ((classes == SPECIAL) | (classes == PAD))).any()
 
@@ -39,8 +44,8 @@ def test_anchor_never_masks_question_and_reverse_never_masks_answer():
     gen = torch.Generator().manual_seed(1)
     classes = random_classes(gen, batch=50)
     ratio = torch.ones(50)  # every eligible position masked
-    anchor = masking.draw_mask(masking.eligible_positions(classes, "anchor"), ratio, gen)
-    reverse = masking.draw_mask(masking.eligible_positions(classes, "reverse"), ratio, gen)
+    anchor = strategies.resolve("anchor").mask(batch_of(classes, ratio, gen))
+    reverse = strategies.resolve("reverse").mask(batch_of(classes, ratio, gen))
     assert torch.equal(anchor, classes == ANSWER)
     assert torch.equal(reverse, classes == QUESTION)
 
@@ -118,8 +123,8 @@ def test_llada_and_mask_agnostic_match_hand_computation():
 
 
 def test_unknown_strategy_and_loss_are_refused():
-    with pytest.raises(ValueError, match="unknown strategy"):
-        masking.eligible_positions(torch.zeros(1, 3, dtype=torch.long), "both")
+    with pytest.raises(InputError, match="unknown strategy 'both'; built-in: anchor, random, reverse"):
+        strategies.resolve("both")
     with pytest.raises(ValueError, match="unknown loss"):
         masking.masked_loss(torch.zeros(1, 2), torch.zeros(1, dtype=torch.long), kind="mse",
                             ratio=torch.ones(1), rows=torch.zeros(1, dtype=torch.long),

@@ -87,8 +87,9 @@ def test_snakemake_fills_in_only_values_that_no_output_records(layers):
     """Snakemake's validate writes the schema's defaults into the config, and config sections flow into
     job params and outputs (the whole generation section into the sampler param, the train settings
     into each adapter's provenance). For the study's configs it adds only two nulls that were filled in
-    before the defaults moved here, and the probes and lm_eval sections, whose values (not the sections) the
-    probe rules' and the lm-eval rules' params hold (lm_eval's only when its tasks are set)."""
+    before the defaults moved here, the probes and lm_eval sections, whose values (not the sections) the
+    probe rules' and the lm-eval rules' params hold (lm_eval's only when its tasks are set), and an empty
+    strategies mapping (an adapter records only the entry of its own strategy)."""
     from snakemake.utils import validate
 
     merged = {}
@@ -97,8 +98,10 @@ def test_snakemake_fills_in_only_values_that_no_output_records(layers):
     filled = copy.deepcopy(merged)
     validate(filled, str(schemas.path("config")))
     added = dict(additions(merged, filled))
-    assert set(added) <= {("data", "max_queries_per_domain"), ("sweep", "seeds"), ("probes",), ("lm_eval",)}
+    assert set(added) <= {("data", "max_queries_per_domain"), ("sweep", "seeds"), ("probes",), ("lm_eval",),
+                          ("strategies",)}
     assert added[("lm_eval",)]["tasks"] == []  # the stage stays off
+    assert added[("strategies",)] == {}
     if "probes" in merged:  # an overlay that sets the probes (tiny.yaml) gets nothing added there
         assert filled["probes"] == merged["probes"]
     else:

@@ -7,7 +7,7 @@ include: "rules/common.smk"
 
 
 wildcard_constraints:
-    strategy="|".join(study.STRATEGIES),
+    strategy="|".join(study.strategies(config)),
     targets="|".join(study.LORA_TARGETS),
     size=r"[0-9]+",
     steps=r"[0-9]+",

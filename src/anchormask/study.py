@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import copy
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from anchormask import fileio, schemas
+from anchormask.repro import codedigest
 
-# The masking strategies and LoRA target sets: the config schema's enums, read once (the Snakefile's
-# wildcard constraints and the position check use these).
+# The built-in masking strategies and the LoRA target sets: the config schema's enums, read once; a
+# config's own strategies (strategies:) join the built-in ones (``strategies``).
 _DEFS = schemas.document("config")["$defs"]
-STRATEGIES = tuple(_DEFS["strategy"]["enum"])
+BUILTIN_STRATEGIES = tuple(_DEFS["builtin_strategy"]["enum"])
 LORA_TARGETS = tuple(_DEFS["targets"]["enum"])
+STEP_FREE_STRATEGIES = ("anchor", "random", "reverse")  # the study's own: their masks ignore the step
 # An adapter's id and folder: train.smk writes ADAPTER_DIR, AdapterJob.path names one of its outputs.
 ADAPTER_ID = "{strategy}_{targets}_n{size}_s{steps}_seed{seed}"
 ADAPTER_DIR = "results/adapters/" + ADAPTER_ID
@@ -30,10 +33,43 @@ TRAIN_KEYS = ("seq_len", "rank", "alpha", "dropout", "lr", "weight_decay", "warm
               "subset", "mask_ratio", "loss", "tv_weight", "threads", "gradient_checkpointing")
 
 
+def strategies(config: dict[str, Any]) -> tuple[str, ...]:
+    """Every strategy a config may name: the built-in ones, then its own (strategies:) in its order."""
+    return BUILTIN_STRATEGIES + tuple(s for s in config.get("strategies") or {} if s not in BUILTIN_STRATEGIES)
+
+
+def strategy_spec(config: dict[str, Any], strategy: str, root: Path | None = None) -> dict[str, Any] | None:
+    """A strategy of the config's own as its adapters record it: function, params, classes and ``code``, the
+    digest of its file and of the modules the file imports from its own folder (None for a built-in one)."""
+    spec = (config.get("strategies") or {}).get(strategy)
+    if spec is None:
+        return None
+    reference = spec["function"]
+    target = Path(reference.rpartition(":")[0])
+    path = target if root is None or target.is_absolute() else root / target
+    code = codedigest.user_code_digest(path) if target.suffix == ".py" and path.is_file() else None
+    return {"function": reference, "params": copy.deepcopy(spec.get("params") or {}),
+            "classes": list(spec.get("classes") or ["question", "answer"]), "code": code}
+
+
 def train_settings(config: dict[str, Any], strategy: str) -> dict[str, Any]:
-    """The settings that make one strategy's adapters: the defaults with its overrides applied."""
+    """The settings that make one strategy's adapters: the defaults with its overrides applied, and for a
+    strategy of the config's own its spec (``strategy_spec``: its file's code is part of the adapters)."""
     settings = {k: copy.deepcopy(config["train"][k]) for k in TRAIN_KEYS if k in config["train"]}
     settings.update(copy.deepcopy(config["train"].get("overrides", {}).get(strategy, {})))
+    spec = strategy_spec(config, strategy)
+    if spec is not None:
+        settings["strategy"] = spec
+    return dict(sorted(settings.items()))
+
+
+def adapter_settings(config: dict[str, Any], job: AdapterJob) -> dict[str, Any]:
+    """The training rule's settings of one adapter: its strategy's, and but for the study's three strategies
+    (which mask alike at every step) ``run_steps``, the run's total steps (``run_length``), which the
+    strategy sees as ``total_steps``: a run that a longer adapter continues then masks as the longer one."""
+    settings = train_settings(config, job.strategy)
+    if job.strategy not in STEP_FREE_STRATEGIES:
+        settings["run_steps"] = run_length(config, job)
     return dict(sorted(settings.items()))
 
 

@@ -25,7 +25,7 @@ rule train_adapter:
         gpu_mem_mb=model_resources("train")["gpu_mem_mb"],
         runtime=120,
     params:
-        settings=lambda wc: as_json(study.train_settings(config, wc.strategy)),
+        settings=lambda wc: as_json(study.adapter_settings(config, adapter_job(wc))),
         base=as_json(base_record()),
     script:
         "../scripts/train_adapter.py"

@@ -131,7 +131,7 @@ class AnchormaskLM(LM):
 
     @property
     def limit(self) -> int | None:
-        found = config.max_positions(getattr(self.backbone.model, "config", None))
+        found = layout.max_positions(getattr(self.backbone.model, "config", None))
         return None if found is None else found[1]
 
     def prompt(self, context: str, room_for: int) -> list[int]:

@@ -34,7 +34,7 @@ from anchormask.fileio import InputError, canonical_json
 
 PACKAGE = "anchormask"
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
-DATA_FILES = "DATA_FILES"  # the module-level name that lists a module's data files
+DECLARATION = "DATA_FILES"  # the module-level name that lists a module's data files
 SCRIPT_LABEL = "script:"
 DIGEST_CHARS = 16  # 64 bits per module: a collision between two edits of one module is not a concern
 
@@ -178,8 +178,9 @@ def code_of(source: str) -> str:
 @cache
 def _declared_names(source: str) -> tuple[str, ...]:
     for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == DATA_FILES for t in node.targets):
-            return tuple(ast.literal_eval(node.value))
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == DECLARATION for t in node.targets):
+            if isinstance(node.value, (ast.Tuple, ast.List)):
+                return tuple(ast.literal_eval(node.value))
     return ()
 
 
@@ -189,7 +190,7 @@ def declared_data_files(path: Path) -> list[Path]:
     files = [path.parent / name for name in _declared_names(path.read_text(encoding="utf-8"))]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
-        raise InputError(f"{path}: {DATA_FILES} names {', '.join(missing)}, which does not exist; "
+        raise InputError(f"{path}: {DECLARATION} names {', '.join(missing)}, which does not exist; "
                          "restore the file or remove it from the list")
     return files
 
@@ -279,3 +280,28 @@ def add_code_params(rules, scripts_dir: Path, package_dir: Path = PACKAGE_DIR) -
                          "params (it is derived from the rule's script)")
     if wrong:
         raise InputError("workflow/rules/*.smk: " + "; ".join(wrong))
+
+
+def _folder_imports(path: Path) -> list[Path]:
+    """The modules beside ``path`` that it imports by their plain names (``import x``, ``from x import y``)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return [path.parent / f"{n}.py" for n in sorted(names) if (path.parent / f"{n}.py").is_file()]
+
+
+def user_code_digest(path: str | Path) -> str:
+    """The digest of a user's file of code (a masking strategy) and of the modules it imports from its own
+    folder, transitively, each counted as the package's modules are (``file_digest``)."""
+    pending, seen = [Path(path).resolve()], {}
+    while pending:
+        current = pending.pop()
+        if current not in seen:
+            seen[current] = file_digest(current)
+            pending += _folder_imports(current)
+    root = Path(path).resolve().parent
+    return hashlib.sha256(canonical_json({str(p.relative_to(root)): d for p, d in seen.items()}).encode()
+                          ).hexdigest()[:DIGEST_CHARS]

@@ -3,9 +3,10 @@ study of one base (workflow/rules/common.smk) and for each base of a run with se
 (workflow/rules/bases_common.smk), so the two cannot drift apart.
 
 Our validator runs first (its messages name the source, the key and the allowed values); then
-Snakemake's, which also fills in the schema's defaults; then every data file and the statements'
-anchor lengths. The main process alone reports, once per run, what Snakemake would not: adapters
-damaged after outputs were made from them, a killed writer's temporaries (removed), anchors cut to fit.
+Snakemake's, which also fills in the schema's defaults; then every data file, the config's own
+masking strategies (each called once on a trial batch) and the statements' anchor lengths. The main
+process alone reports, once per run, what Snakemake would not: adapters damaged after outputs were made
+from them, a killed writer's temporaries (removed), anchors cut to fit.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from anchormask import data, fileio, schemas
 from anchormask.settings import anchors, audit
 from anchormask.settings import config as config_rules
 from anchormask.settings import layers as config_layers
+from anchormask.training import strategies
 
 
 def command_line_config(config: dict[str, Any], config_settings) -> config_layers.ConfigLayers:
@@ -35,7 +37,16 @@ def check_study(config: dict[str, Any], fill_defaults: Callable[[dict, str], Any
     anchor refused; returns the anchor lengths, for ``report_once``'s truncation note."""
     fill_defaults(config, str(schemas.path("config")))
     data.check_all(config)
+    check_strategies(config)
     return anchors.check_anchor_lengths(config)
+
+
+def check_strategies(config: dict[str, Any]) -> None:
+    """Each strategy of the config's own loads, takes a batch and its params, and masks a trial batch only
+    where its classes allow, before any job runs (training.strategies.check)."""
+    for name, spec in (config.get("strategies") or {}).items():
+        where = f"strategies.{name}.function ({spec['function']})"
+        strategies.check(strategies.resolve(name, spec, where))
 
 
 def report_once(studies: Sequence[tuple[str, dict[str, Any], dict[str, Any]]], results: str = "results") -> None:

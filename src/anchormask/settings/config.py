@@ -16,7 +16,7 @@ from anchormask.generation.sampler_settings import decoding_problems
 from anchormask.model.layout import max_positions
 from anchormask.schemas import has_path, setting
 from anchormask.schemas import resolve as _resolve
-from anchormask.study import STRATEGIES, comparison_selection, train_settings
+from anchormask.study import BUILTIN_STRATEGIES, comparison_selection, strategies, train_settings
 
 
 class ConfigError(fileio.InputError):
@@ -147,6 +147,7 @@ def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
     if config["data"]["in_domain"] in config["data"]["held_out"]:
         problems.append((("data", "held_out"), f"lists {config['data']['in_domain']!r}, the in-domain domain "
                          "(data.in_domain); a domain is in-domain or held out, not both: remove it here"))
+    problems += _strategy_problems(config)
     arms = set(config["arms"])
     named = (config.get("probes") or {}).get("attention_arms")
     if named is not None and named != schemas.default(("probes", "attention_arms")):
@@ -168,6 +169,25 @@ def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
             problems.append(((*where, "domain"), f"unknown domain {comp['domain']!r}; domains: "
                              f"{', '.join(sorted(domains))}"))
     return problems
+
+
+def _strategy_problems(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
+    """Each strategy an arm, the sweep or an override names is built in or defined under strategies:, and a
+    strategy of the config's own does not take a built-in name (the function itself: settings.checks)."""
+    known = strategies(config)
+    named = [(("arms", a, "strategy"), spec["strategy"]) for a, spec in config["arms"].items() if spec["strategy"]]
+    named += [(("sweep", "strategies", i), s) for i, s in enumerate(config["sweep"]["strategies"])]
+    named += [(("train", "overrides", s), s) for s in config["train"].get("overrides") or {}]
+    problems = [(path, f"unknown strategy {name!r}; built-in: {', '.join(BUILTIN_STRATEGIES)}; define it under "
+                 f"strategies: (docs/strategies.md){_defined(config)}") for path, name in named if name not in known]
+    problems += [(("strategies", s), f"{s!r} is a built-in strategy's name; name yours otherwise")
+                 for s in config.get("strategies") or {} if s in BUILTIN_STRATEGIES]
+    return problems
+
+
+def _defined(config: dict[str, Any]) -> str:
+    own = [s for s in config.get("strategies") or {} if s not in BUILTIN_STRATEGIES]
+    return f"; defined there: {', '.join(own)}" if own else ""
 
 
 def yaml_file(path: str | Path) -> Any:
@@ -242,7 +262,7 @@ def _position_problems(config: dict[str, Any], limit, base: Path) -> list[tuple[
                          f"masks (generation.extra_masks, probes.maskcount_k) + a prompt of at least "
                          f"{MIN_PROMPT_TOKENS} tokens = {need} positions, but {stated}; lower it to at most "
                          f"{allowed - need + generation['answer_len']}"))
-    for strategy in STRATEGIES:
+    for strategy in strategies(config):
         seq_len = train_settings(config, strategy)["seq_len"]
         if seq_len > allowed:
             override = ("train", "overrides", strategy, "seq_len")

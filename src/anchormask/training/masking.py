@@ -1,20 +1,14 @@
-"""The masking rule of each strategy, the mask-ratio draw and the training losses.
+"""The mask-ratio draw, the Bernoulli mask the built-in strategies use, and the training losses.
 
 A training example is one sequence ``[CLS] Q [SEP] A [SEP] [PAD]...`` of length L (``layout``). Every
-position has a class: special, question, answer or padding. A strategy names the classes
-whose positions may be masked:
-
-- anchor: answer positions (the question prefix is never masked)
-- random: question and answer positions alike
-- reverse: question positions (the answer is never masked)
-
-Special tokens and padding are never masked under any strategy: the report's rule speaks
-of Q and A only, and masking [SEP] would teach the model where answers end rather than what
-they say.
+position has a class: special, question, answer or padding. Which positions a strategy may mask is
+``strategies`` (anchor: the answer; random: question and answer; reverse: the question). Special
+tokens and padding are never masked under any strategy: the report's rule speaks of Q and A only, and
+masking [SEP] would teach the model where answers end rather than what they say.
 
 Each step draws one mask ratio per sequence (uniform on [low, high]; the report's default is
-[0.5, 0.9], and seed 003's signal-rich window is the same family with a narrow interval) and
-then masks every eligible position independently with that probability.
+[0.5, 0.9], and seed 003's signal-rich window is the same family with a narrow interval); the
+built-in strategies then mask every eligible position independently with that probability.
 """
 
 from __future__ import annotations
@@ -25,13 +19,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from anchormask.model.layout import ANSWER, QUESTION
-
-STRATEGIES: dict[str, tuple[int, ...]] = {
-    "anchor": (ANSWER,),
-    "random": (QUESTION, ANSWER),
-    "reverse": (QUESTION,),
-}
 LOSSES = ("ce", "llada", "mask_agnostic")
 
 
@@ -49,18 +36,6 @@ class MaskRatio:
     def sample(self, batch: int, generator: torch.Generator) -> torch.Tensor:
         u = torch.rand(batch, generator=generator)
         return self.low + (self.high - self.low) * u
-
-
-def eligible_positions(classes: torch.Tensor, strategy: str) -> torch.Tensor:
-    """Boolean [B, L]: positions that ``strategy`` may mask."""
-    try:
-        allowed = STRATEGIES[strategy]
-    except KeyError:
-        raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}") from None
-    eligible = torch.zeros_like(classes, dtype=torch.bool)
-    for cls in allowed:
-        eligible |= classes == cls
-    return eligible
 
 
 def draw_mask(eligible: torch.Tensor, ratio: torch.Tensor, generator: torch.Generator) -> torch.Tensor:

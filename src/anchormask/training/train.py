@@ -20,7 +20,7 @@ from anchormask.model import backbone as bb
 from anchormask.progress import Progress
 from anchormask.repro import provenance
 from anchormask.study import AdapterJob
-from anchormask.training import masking, resume
+from anchormask.training import masking, resume, strategies
 
 log = logging.getLogger(__name__)
 LOG_COLUMNS = ("step", "mask_ratio", "masked_tokens", "loss", "lr")
@@ -101,13 +101,16 @@ class Batches:
 
 
 def train_step(backbone: bb.Backbone, runtime: bb.Runtime, encoded: list[layout.EncodedPair],
-               strategy: str, settings: dict[str, Any], ratio_dist: masking.MaskRatio,
-               generator: torch.Generator) -> tuple[torch.Tensor, dict[str, float]]:
+               strategy: strategies.Strategy, settings: dict[str, Any], ratio_dist: masking.MaskRatio,
+               generator: torch.Generator, step: int = 0, total_steps: int = 1
+               ) -> tuple[torch.Tensor, dict[str, float]]:
     ids, attention, classes = layout.collate(encoded, backbone.ids.pad,
                                              pad_is_answer=backbone.template.pad_is_answer)
-    eligible = masking.eligible_positions(classes, strategy)
+    eligible = strategy.eligible(classes)
     ratio = ratio_dist.sample(len(encoded), generator)
-    mask = masking.draw_mask(eligible, ratio, generator)
+    batch = strategies.MaskingBatch(ids=ids, classes=classes, lengths=(classes != layout.PAD).sum(1), ratio=ratio,
+                                    step=step, total_steps=total_steps, generator=generator)
+    mask = strategy.mask(batch)
     noisy = masking.apply_mask(ids, mask, backbone.mask_token_id)
     rows, cols = mask.nonzero(as_tuple=True)
     device = runtime.device
@@ -161,13 +164,15 @@ def run_steps(run: Run, backbone: bb.Backbone, runtime: bb.Runtime, encoded: lis
               job: AdapterJob, settings: dict[str, Any]) -> None:
     """Train from the run's current step up to ``job.steps``, appending one log row per step."""
     ratio_dist = masking.MaskRatio.from_config(settings["mask_ratio"])
+    strategy = strategies.resolve(job.strategy, settings.get("strategy"))
     progress = Progress(f"train {job.id}", job.steps, log_every=settings["log_every"], start_at=len(run.rows))
     for step in range(len(run.rows), job.steps):
         lr = lr_at(step, settings)
         for group in run.optimizer.param_groups:
             group["lr"] = lr
-        loss, info = train_step(backbone, runtime, [encoded[i] for i in run.batches.next()], job.strategy,
-                                settings, ratio_dist, run.generator)
+        loss, info = train_step(backbone, runtime, [encoded[i] for i in run.batches.next()], strategy,
+                                settings, ratio_dist, run.generator, step, run_total_steps(settings, job))
+        check_not_empty(strategy, run.rows, info["masked_tokens"], step)
         run.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         run.optimizer.step()
@@ -176,6 +181,21 @@ def run_steps(run: Run, backbone: bb.Backbone, runtime: bb.Runtime, encoded: lis
             raise FloatingPointError(f"{job.id}: loss is {value} at step {step + 1}; lower train.lr")
         run.rows.append((step + 1, round(info["mask_ratio"], 6), info["masked_tokens"], round(value, 6), lr))
         progress.update(step + 1, loss=f"{value:.4f}")
+
+
+def run_total_steps(settings: dict[str, Any], job: AdapterJob) -> int:
+    """The steps of the whole run a strategy sees as ``total_steps`` (a run that a longer adapter continues
+    is the longer one's: study.run_length, passed as ``run_steps``), so a curriculum switches at one step."""
+    return int(settings.get("run_steps", job.steps))
+
+
+def check_not_empty(strategy: strategies.Strategy, rows: list[tuple], masked: int, step: int) -> None:
+    """Stop a run whose strategy masked nothing for ``strategies.EMPTY_STEPS`` steps in a row."""
+    recent = [r[2] for r in rows[-(strategies.EMPTY_STEPS - 1):]] + [masked]
+    if len(recent) >= strategies.EMPTY_STEPS and not any(recent):
+        raise fileio.InputError(f"{strategy.where}: masked no position in {strategies.EMPTY_STEPS} steps in a row "
+                                f"(steps {step + 2 - strategies.EMPTY_STEPS} to {step + 1}); it trains nothing: "
+                                "check that its mask can be true at the positions of its classes")
 
 
 def train(base: modeljob.Base, pairs_path: str, job: AdapterJob, settings: dict[str, Any], out_dir: str,
