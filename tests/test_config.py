@@ -1,4 +1,5 @@
 import copy
+import re
 
 import pytest
 import yaml
@@ -290,3 +291,14 @@ def test_several_unknown_keys_are_named_together(default):
     cfg["train"].update({"rnak": 8, "zeta": 1})
     assert problems_of(cfg) == f"invalid configuration:\n  config.yaml: train: unknown keys 'rnak', 'zeta'; " \
                                f"allowed keys here: {TRAIN_KEYS}"
+
+
+def test_a_duplicate_key_in_a_config_file_is_refused_naming_the_file_the_line_and_the_key(tmp_path):
+    layer = tmp_path / "bases.yaml"
+    layer.write_text("bases:\n  second: {}\n  second: {train: {rank: 8}}\n")
+    expected = (f"{layer}: line 3, column 3: duplicate key 'second' (also on line 2): YAML would keep only the last; "
+                "remove or rename one")
+    with pytest.raises(config.ConfigError, match=f"^{re.escape(expected)}$"):
+        config.yaml_file(layer)
+    layer.write_text("bases:\n  first: {}\n  second: {train: {rank: 8}}\n")
+    assert list(config.yaml_file(layer)["bases"]) == ["first", "second"]

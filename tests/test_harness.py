@@ -183,3 +183,13 @@ def test_the_stage_table_sets_each_arm_against_the_base_with_the_harness_stderr(
     assert len(tables.read_parquet(tmp_path / "t.parquet")) == 6
     results.figure(df, tmp_path / "f.pdf", tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 0
+
+
+def test_lm_evals_own_device_default_is_no_choice_and_an_explicit_device_is_kept():
+    from anchormask.cli import lm_eval_device
+    from anchormask.harness import model
+
+    assert lm_eval_device(["--model", "anchormask"]) == ["--model", "anchormask", "--device", "auto"]
+    assert lm_eval_device(["--device", "cpu"]) == ["--device", "cpu"]
+    assert lm_eval_device(["--device=cuda:0"]) == ["--device=cuda:0"]
+    assert model.setup_from_args(device="auto").base.device == "auto"  # CUDA + bf16 where present, else the CPU

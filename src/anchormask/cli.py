@@ -133,9 +133,18 @@ def run_lm_eval(argv: Sequence[str]) -> int:
         at = argv.index("--include_path")
         extra = argv[at + 1]
         del argv[at:at + 2]
-    sys.argv = ["lm-eval", *argv, "--include_path", str(tasks.include_dir(extra))]
+    runlog.log_to(None)  # the model's own lines on stderr too: which base, adapter and device ran
+    sys.argv = ["lm-eval", *lm_eval_device(argv), "--include_path", str(tasks.include_dir(extra))]
     cli_evaluate()
     return 0
+
+
+def lm_eval_device(argv: list[str]) -> list[str]:
+    """lm-eval's command line with ``--device auto`` when it names no device: lm-eval's own default (cuda)
+    is no choice of the user's, and the project's ``auto`` runs CUDA + bf16 where present, else the CPU
+    (the job's log says which ran). An explicit ``--device`` is kept."""
+    named = any(a == "--device" or a.startswith("--device=") for a in argv)
+    return argv if named else [*argv, "--device", "auto"]
 
 
 def _lm_eval_tasks(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
-# Configuration checks and the helpers every stage uses (the wildcard constraints are in the
-# Snakefile).
+# Configuration checks and the helpers every stage uses: every Python function the rules call (the
+# wildcard constraints are in workflow/study.smk).
 
 import json
 import math

@@ -190,11 +190,26 @@ def _defined(config: dict[str, Any]) -> str:
     return f"; defined there: {', '.join(own)}" if own else ""
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML keeps the last of two equal keys in a mapping; a config file must not say a thing twice."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (also on line {seen[key] + 1}): YAML would keep only the last; "
+                    "remove or rename one", key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
 def yaml_file(path: str | Path) -> Any:
-    """A YAML file's content; a syntax error names the file, line and column."""
+    """A YAML file's content; a syntax error or a duplicate key names the file, line and column."""
     path = Path(path)
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except FileNotFoundError:
         raise ConfigError(f"{path}: not found") from None
     except UnicodeDecodeError as err:
@@ -203,6 +218,8 @@ def yaml_file(path: str | Path) -> Any:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(err, "problem", None) or str(err)
+        if problem.startswith("duplicate key"):
+            raise ConfigError(f"{path}: {where}{problem}") from None
         raise ConfigError(f"{path}: {where}not valid YAML ({problem}); fix the syntax there") from None
 
 
