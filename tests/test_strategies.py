@@ -180,7 +180,7 @@ def test_a_broken_strategy_stops_the_dag_before_any_job_runs(tmp_path):
     assert proc.returncode != 0
     assert ("strategies.suffix.function (config/strategies/answer_suffix.py:suffix): "
             "config/strategies/answer_suffix.py has no function 'suffix'; its functions: answer_suffix"
-            ) in proc.stderr
+            ) in proc.stdout + proc.stderr
 
 
 def _planned(repo, *configfiles) -> dict[str, int]:
