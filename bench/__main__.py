@@ -27,6 +27,7 @@ BENCHMARKS = {
     "e2e": "bench.e2e",
     "gpu": "bench.gpu",
     "scale": "bench.scale",
+    "checkpointing": "bench.checkpointing",
 }
 DEFAULT = ["training", "memory", "sampler", "bootstrap", "dag"]  # memory trains the adapter sampler uses
 

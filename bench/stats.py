@@ -221,7 +221,9 @@ def run(threads: int | None = None, repeats: int = 3) -> tuple[dict, list[Line]]
     cfg = common.load_config()
     st = cfg["statistics"]
     resamples, confidence, seed = int(st["resamples"]), float(st["confidence"]), int(st["seed"])
-    comparisons = st["comparisons"]
+    from anchormask.settings import config as study_config
+
+    comparisons = study_config.comparisons(cfg)
     df = synthetic_generations(cfg)
     pairs = paired_arrays(df, comparisons)
     n_queries = df["query_id"].nunique()

@@ -87,19 +87,19 @@ def job_counts(output: str) -> dict[str, int]:
 
 def keep_arms(repo: Path, arms: tuple[str, ...] = ARMS) -> Path:
     """Leave only ``arms`` and the comparisons between them in ``repo``'s config.yaml: what a layer cannot
-    do, since Snakemake merges mappings key by key (a layer changes or adds arms, never removes one)."""
+    do for arms, since Snakemake merges mappings key by key (a layer changes or adds arms, never removes one)."""
     import yaml
 
     path = repo / "config.yaml"
     config = yaml.safe_load(path.read_text())
     config["arms"] = {name: config["arms"][name] for name in arms}
-    config["statistics"]["comparisons"] = [c for c in config["statistics"]["comparisons"]
-                                           if {c["a"], c["b"]} <= set(arms)]
+    config["statistics"]["comparisons"] = {name: c for name, c in config["statistics"]["comparisons"].items()
+                                           if {c["a"], c["b"]} <= set(arms)}
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return repo
 
 
-def build_tiny_model(path: Path, *, layers: int = 2, hidden: int = 32, seed: int = 0) -> Path:
+def build_tiny_model(path: Path, *, layers: int = 2, hidden: int = 32, seed: int = 0, dropout: float = 0.1) -> Path:
     import torch
     from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 
@@ -108,7 +108,8 @@ def build_tiny_model(path: Path, *, layers: int = 2, hidden: int = 32, seed: int
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers,
                         num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=96,
-                        type_vocab_size=2, pad_token_id=0)
+                        type_vocab_size=2, pad_token_id=0, hidden_dropout_prob=dropout,
+                        attention_probs_dropout_prob=dropout)
     BertForMaskedLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path

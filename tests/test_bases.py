@@ -243,10 +243,10 @@ def reduced_study(repo, bases_block):
     cfg["arms"] = {a: cfg["arms"][a] for a in ("base", "anchor", "random")}
     cfg["sweep"] = {"strategies": ["anchor", "random"], "sizes": [8], "steps": [3]}
     cfg["generation"].update(answer_len=24, steps=3, batch_size=16)
-    cfg["statistics"].update(resamples=300, sweep_report={}, comparisons=[
-        {"name": "heldout_anchor_vs_random", "a": "anchor", "b": "random", "split": "held_out"},
-        {"name": "indomain_anchor_vs_random", "a": "anchor", "b": "random", "split": "in_domain"},
-        {"name": "heldout_anchor_vs_base", "a": "anchor", "b": "base", "split": "held_out"}])
+    cfg["statistics"].update(resamples=300, sweep_report={}, comparisons={
+        "heldout_anchor_vs_random": {"a": "anchor", "b": "random", "split": "held_out"},
+        "indomain_anchor_vs_random": {"a": "anchor", "b": "random", "split": "in_domain"},
+        "heldout_anchor_vs_base": {"a": "anchor", "b": "base", "split": "held_out"}})
     cfg["probes"] = {"maskcount_k": [0], "attention_arms": []}
     cfg["bases"] = bases_block
     (repo / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -295,7 +295,7 @@ def two_base_study(tmp_path_factory):
 def test_cross_base_tables_equal_each_bases_own_numbers(two_base_study):
     repo, cfg = two_base_study
     results = repo / "results"
-    table = check_cross_base_tables(results, ["first", "reseeded"], cfg["statistics"]["comparisons"])
+    table = check_cross_base_tables(results, ["first", "reseeded"], config.comparisons(cfg))
     assert set(table["family"]) == {"bert"} and set(table["parameters"]) == {5_364_224}
     assert (results / "figures" / "bases.png").stat().st_size > 0
     page = (results / "report" / "paper.html").read_text()
@@ -340,7 +340,7 @@ def test_a_bert_and_a_llada_base_in_one_run(tmp_path):
         "llada": {"base": {"path": str(llada), "sha256": checksum.directory_sha256(llada), "device": "cpu",
                            "trust_remote_code": True}}})
     snakemake(repo, "--cores", "2")
-    table = check_cross_base_tables(repo / "results", ["bert", "llada"], cfg["statistics"]["comparisons"])
+    table = check_cross_base_tables(repo / "results", ["bert", "llada"], config.comparisons(cfg))
     assert dict(zip(table["base"], table["family"])) == {"bert": "bert", "llada": "llada"}
 
 

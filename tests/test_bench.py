@@ -14,6 +14,7 @@ import torch
 from anchormask.model import backbone as bb
 from anchormask.model import layout
 from anchormask.model import memory as memory_model
+from anchormask.settings import config as study_config
 from anchormask.training import masking, strategies, train
 from bench import common, e2e, flops, memory, scale, scale_job, stats
 from bench.common import Line
@@ -122,7 +123,7 @@ def test_synthetic_generations_have_the_studys_shape():
     cfg = common.load_config()
     df = stats.synthetic_generations(cfg)
     assert df["query_id"].nunique() == 63 and set(df["arm"]) == set(cfg["arms"])
-    out = pairwise.run_comparisons(df, cfg["statistics"]["comparisons"], 200, 0.95, 1)
+    out = pairwise.run_comparisons(df, study_config.comparisons(cfg), 200, 0.95, 1)
     assert len(out) == len(cfg["statistics"]["comparisons"]) and (out["n"] >= 12).all()
 
 

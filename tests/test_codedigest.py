@@ -220,6 +220,10 @@ def test_only_the_data_files_a_package_declares_count_and_yaml_by_its_content(tm
         (pkg / "data" / stray).write_text("anything\n")
     (pkg / "data" / "table.schema.yaml").write_text("# the table\ntype:   object\n")  # same content
     assert digest(reader, pkg) == before
+    (pkg / "data" / "table.schema.yaml").write_text("type: object\ndescription: A record, reworded.\n")
+    assert digest(reader, pkg) == before  # a schema's description is for people: no code runs it
+    (pkg / "data" / "table.schema.yaml").write_text("type: object\nproperties: {description: {type: string}}\n")
+    assert digest(reader, pkg) != before  # a property named description is part of the schema
     (pkg / "data" / "table.schema.yaml").write_text("type: array\n")
     assert digest(reader, pkg) != before
     assert digest(other, pkg) == before_other

@@ -60,9 +60,26 @@ def test_enum_errors_list_the_allowed_values_and_an_unknown_strategy_the_known_o
 def test_cross_key_checks(default):
     cfg = copy.deepcopy(default)
     cfg["train"]["mask_ratio"] = {"kind": "uniform", "low": 0.9, "high": 0.5}
-    cfg["statistics"]["comparisons"].append({"name": "x", "a": "anchor", "b": "nosuch", "split": "held_out"})
+    cfg["statistics"]["comparisons"]["x"] = {"a": "anchor", "b": "nosuch", "split": "held_out"}
     message = problems_of(cfg)
     assert "must not exceed" in message and "unknown arm 'nosuch'" in message
+
+
+def test_comparisons_as_a_list_are_refused_with_the_mapping_to_write(default):
+    cfg = copy.deepcopy(default)
+    cfg["statistics"]["comparisons"] = [{"name": "x", "a": "anchor", "b": "random", "split": "held_out"}]
+    assert ("statistics.comparisons: a list of named entries; this key is a mapping keyed by name"
+            in problems_of(cfg)) and "write `x: {a: 'anchor', b: 'random', split: 'held_out'}`" in problems_of(cfg)
+
+
+def test_a_layer_adds_and_drops_comparisons_by_name(default):
+    cfg = config_layers.merge(copy.deepcopy(default), {"statistics": {"comparisons": {
+        "heldout_anchor_vs_base": None, "heldout_reverse_vs_anchor": {"a": "reverse", "b": "anchor",
+                                                                      "split": "held_out"}}}})
+    names = [c["name"] for c in config.comparisons(cfg)]
+    assert "heldout_anchor_vs_base" not in names and names[-1] == "heldout_reverse_vs_anchor"
+    assert names[:2] == ["heldout_anchor_vs_random", "indomain_anchor_vs_random"]
+    config.validate(cfg)
 
 
 def test_bad_yaml_names_the_file_and_line(tmp_path):
@@ -169,6 +186,16 @@ def test_override_of_a_per_strategy_setting_is_typed_too(default):
     assert study.train_settings(cfg, "anchor")["lr"] == 0.02 and study.train_settings(cfg, "anchor")["rank"] == 4
 
 
+def test_a_key_of_true_or_a_name_keeps_the_name_and_types_true(default):
+    for text, value in (("one_in_two", "one_in_two"), ("true", True), ("false", False)):
+        cfg = copy.deepcopy(default)
+        cfg["train"]["gradient_checkpointing"] = text
+        config_layers.apply_override_types(cfg, {"train": {"gradient_checkpointing": text}})
+        assert cfg["train"]["gradient_checkpointing"] == value and type(cfg["train"]["gradient_checkpointing"]) is \
+            type(value)
+        config.validate(cfg)
+
+
 def test_base_path_that_is_not_a_folder_names_the_key(default, tmp_path):
     cfg = copy.deepcopy(default)
     cfg["base"]["path"] = str(tmp_path / "nowhere")
@@ -246,10 +273,10 @@ def test_an_adapters_settings_leave_out_the_logging_cadence_that_its_run_is_give
 # jsonschema calls a key that a failing allOf/$ref branch declares "unevaluated": train.rank: 0 used to
 # print "train: Unevaluated properties are not allowed ('log_every' was unexpected)" before the real line.
 
-TRAIN_KEYS = ("alpha, batch_size, default, dropout, gradient_checkpointing, log_every, loss, lr, mask_ratio, "
-              "overrides, rank, seeds, seq_len, subset, threads, tv_weight, warmup_steps, weight_decay")
-OVERRIDE_KEYS = ("alpha, batch_size, dropout, gradient_checkpointing, log_every, loss, lr, mask_ratio, rank, "
-                 "seq_len, subset, threads, tv_weight, warmup_steps, weight_decay")
+TRAIN_KEYS = ("alpha, batch_size, default, dropout, grad_accum, gradient_checkpointing, log_every, loss, lr, "
+              "mask_ratio, overrides, rank, seeds, seq_len, subset, threads, tv_weight, warmup_steps, weight_decay")
+OVERRIDE_KEYS = ("alpha, batch_size, dropout, grad_accum, gradient_checkpointing, log_every, loss, lr, mask_ratio, "
+                 "rank, seq_len, subset, threads, tv_weight, warmup_steps, weight_decay")
 
 
 @pytest.mark.parametrize("train, lines", [

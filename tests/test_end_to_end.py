@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from anchormask import data
+from anchormask.settings import config as study_config
 from anchormask.settings.layers import merge
 from helpers import TINY, snakemake
 
@@ -52,7 +53,7 @@ def test_generations_table_has_one_row_per_generation(tiny_study):
 
 def test_headline_figures_and_report_exist(tiny_study):
     cfg = tiny_config(tiny_study)
-    comparisons = cfg["statistics"]["comparisons"]
+    comparisons = study_config.comparisons(cfg)
     second_set = [c for c in comparisons if c.get("split") != "in_domain"]  # the held-out ones: split or domain
     headline = (tiny_study / "results" / "tables" / "headline.md").read_text()
     assert "heldout_anchor_vs_random" in headline

@@ -15,10 +15,11 @@ from anchormask.fileio import InputError
 from anchormask.model.layout import ANSWER, PAD, QUESTION, SPECIAL
 from anchormask.settings import config
 from anchormask.training import masking, strategies
-from helpers import REPO, TINY, copy_repo, snakemake
+from helpers import REPO, SMALL, TINY, copy_repo, keep_arms, snakemake
 
 EXAMPLE = "config/strategies/answer_suffix.py:answer_suffix"
 LAYER = "config/strategies/suffix.yaml"
+ADAPTER = "results/adapters/suffix_full_n8_s3_seed42"  # the reduced study made smaller (layers/small.yaml)
 
 
 def spec(function: str = EXAMPLE, **extra) -> dict:
@@ -184,7 +185,7 @@ def test_a_broken_strategy_stops_the_dag_before_any_job_runs(tmp_path):
 
 
 def _planned(repo, *configfiles) -> dict[str, int]:
-    out = snakemake(repo, "-n", "--configfile", TINY, *configfiles).stdout
+    out = snakemake(repo, "-n", "--configfile", TINY, SMALL, *configfiles).stdout
     rules = {}
     for rule in re.findall(r"^(?:local)?rule (\w+):$", out, re.M):
         rules[rule] = rules.get(rule, 0) + 1
@@ -194,13 +195,13 @@ def _planned(repo, *configfiles) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_a_users_strategy_runs_the_reduced_study_and_an_edit_of_its_file_retrains_only_its_adapters(tmp_path):
-    repo = copy_repo(tmp_path / "repo")
-    snakemake(repo, "--cores", "2", "--configfile", TINY, LAYER)
+    repo = keep_arms(copy_repo(tmp_path / "repo"))  # base, anchor, random and the layer's suffix
+    snakemake(repo, "--cores", "2", "--configfile", TINY, SMALL, LAYER)
     headline = (repo / "results/tables/headline.md").read_text()
     assert "heldout_suffix_vs_random" in headline and "heldout_suffix_vs_anchor" in headline
-    record = json.loads((repo / "results/adapters/suffix_full_n16_s6_seed42/provenance.json").read_text())
-    assert record["settings"]["strategy"]["function"] == EXAMPLE and record["settings"]["run_steps"] == 6
-    log = (repo / "results/adapters/suffix_full_n16_s6_seed42/train_log.tsv").read_text().splitlines()
+    record = json.loads((repo / f"{ADAPTER}/provenance.json").read_text())
+    assert record["settings"]["strategy"]["function"] == EXAMPLE and record["settings"]["run_steps"] == 3
+    log = (repo / f"{ADAPTER}/train_log.tsv").read_text().splitlines()
     assert all(int(row.split("\t")[2]) > 0 for row in log[1:])  # masked tokens every step
     assert _planned(repo, LAYER) == {}
     example = repo / "config/strategies/answer_suffix.py"

@@ -8,7 +8,7 @@ from anchormask import fileio, study
 from anchormask.model import backbone as bb
 from anchormask.model import families
 from anchormask.training import train
-from helpers import cpu_base, tiny_train_settings
+from helpers import build_tiny_model, cpu_base, tiny_train_settings
 
 pytestmark = pytest.mark.unit
 
@@ -104,3 +104,38 @@ def test_pair_longer_than_seq_len_names_the_pair(tiny_model_dir, tiny_pairs, tmp
 def test_warmup_then_constant_learning_rate():
     settings = {"lr": 0.01, "warmup_steps": 4}
     assert [train.lr_at(s, settings) for s in range(6)] == pytest.approx([0.0025, 0.005, 0.0075, 0.01, 0.01, 0.01])
+
+
+def lora_weights(folder) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "adapter_model.safetensors"))
+
+
+@pytest.mark.parametrize("loss", ["ce", "llada", "mask_agnostic"])
+def test_gradient_accumulation_trains_the_same_adapter_as_the_whole_batch(tiny_pairs, tmp_path, loss):
+    model = build_tiny_model(tmp_path / "base", dropout=0.0)  # the base's dropout would draw per micro-batch
+    untrained = run_job(model, tiny_pairs, tmp_path / "untrained", steps=0, batch_size=4, loss=loss)
+    whole = run_job(model, tiny_pairs, tmp_path / "whole", steps=3, batch_size=4, loss=loss)
+    split = run_job(model, tiny_pairs, tmp_path / "split", steps=3, batch_size=4, loss=loss, grad_accum=3)
+    want, got = lora_weights(tmp_path / "whole"), lora_weights(tmp_path / "split")
+    start = lora_weights(tmp_path / "untrained")
+    assert set(got) == set(want) and any(not torch.equal(w, start[n]) for n, w in want.items()) and untrained
+    for name, tensor in want.items():  # dropout is 0 (tiny_train_settings): only float rounding differs
+        assert torch.allclose(got[name], tensor, rtol=1e-5, atol=1e-7), name
+    rows = [(tmp_path / d / "train_log.tsv").read_text().splitlines()[1:] for d in ("whole", "split")]
+    for a, b in zip(*rows):  # the same masks (drawn for the whole batch) and the same loss
+        a, b = a.split("\t"), b.split("\t")
+        assert a[:3] == b[:3] and float(a[3]) == pytest.approx(float(b[3]), rel=1e-5)
+    assert whole["settings"].get("grad_accum") is None and split["settings"]["grad_accum"] == 3
+
+
+def test_gradient_accumulation_beyond_the_batch_is_refused_naming_the_key():
+    from anchormask.settings import config
+    from helpers import REPO
+
+    cfg = config.load(REPO / "config.yaml")
+    cfg["train"]["overrides"] = {"random": {"grad_accum": 64}}
+    with pytest.raises(config.ConfigError, match=r"config.yaml: train.overrides.random.grad_accum: 64 micro-batches "
+                                                 r"of a batch of 8 pairs \(train.batch_size\); lower it to at most 8"):
+        config.validate(cfg)

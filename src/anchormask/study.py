@@ -30,7 +30,7 @@ BASE_EVAL_DIR = "results/base_eval"
 # What an adapter is made from: the training rule's params, so changing one retrains. train.log_every
 # (how often the job's log reports progress) is not among them: the train script adds it (train_adapter.py).
 TRAIN_KEYS = ("seq_len", "rank", "alpha", "dropout", "lr", "weight_decay", "warmup_steps", "batch_size",
-              "subset", "mask_ratio", "loss", "tv_weight", "threads", "gradient_checkpointing")
+              "subset", "mask_ratio", "loss", "tv_weight", "threads", "gradient_checkpointing", "grad_accum")
 
 
 def strategies(config: dict[str, Any]) -> tuple[str, ...]:

@@ -122,7 +122,7 @@ rule headline:
         runtime=10,
     params:
         base=as_json({"path": BASE["path"], "sha256": BASE["sha256"]}),
-        comparisons=as_json(config["statistics"]["comparisons"]),
+        comparisons=as_json(study_config.comparisons(config)),
         sweep_strategies=as_json(config["sweep"]["strategies"]),
     script:
         "../scripts/headline.py"

@@ -55,7 +55,7 @@ rule compare_bases:
                     "name": b.name,
                     "source": b.source,
                     "base": b.config["base"],
-                    "comparisons": b.config["statistics"]["comparisons"],
+                    "comparisons": study_config.comparisons(b.config),
                     "evaluation": base_evaluation(b),
                 }
                 for b in BASE_STUDIES

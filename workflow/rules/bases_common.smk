@@ -9,6 +9,7 @@ from anchormask import fileio as study_io
 from anchormask.repro import codedigest
 from anchormask.settings import bases as study_bases
 from anchormask.settings import checks as study_checks
+from anchormask.settings import config as study_config
 
 # The config Snakemake read, with `bases:`; then each base's merged config, checked as a whole (its
 # errors name the base, the layer file and the key), with the schema's defaults filled in.

@@ -191,7 +191,7 @@ def statistics_settings(kind):
     stats = config["statistics"]
     settings = {k: stats[k] for k in ("resamples", "permutations", "confidence", "seed")}
     if kind == "comparisons":
-        settings["comparisons"] = stats["comparisons"]
+        settings["comparisons"] = study_config.comparisons(config)
     else:
         settings["sweep_report"] = stats["sweep_report"]
     return as_json(settings)

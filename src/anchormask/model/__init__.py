@@ -7,4 +7,5 @@
 * ``adapters``: a trained adapter's files match the hashes its training recorded.
 * ``modeljob``: what every job that runs the model sets up first.
 * ``memory``: the memory model the cluster requests come from.
+* ``checkpointing``: which activation-checkpointing switch a base's code has, and turning it on.
 """

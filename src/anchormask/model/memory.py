@@ -211,7 +211,8 @@ def job_settings(config: dict[str, Any]) -> dict[str, Any]:
     slot = gen.get("block_len") or gen["answer_len"]
     decoding = {k: schemas.setting(config, ("generation", k))
                 for k in ("temperature", "top_p", "top_k", "remasking", "cfg_scale")}
-    return {"batch": train["batch_size"], "seq_len": train["seq_len"], "rank": train["rank"], "kinds": "qkvo",
+    micro_batch = math.ceil(train["batch_size"] / train.get("grad_accum", 1))  # what one forward holds
+    return {"batch": micro_batch, "seq_len": train["seq_len"], "rank": train["rank"], "kinds": "qkvo",
             "gen_batch": gen["batch_size"], "width": train["seq_len"] + gen["answer_len"] + extra,
             "gen_masked": gen["batch_size"] * slot, "decoding": decoding}
 

@@ -202,7 +202,7 @@ def headline_markdown(comparisons_df: pd.DataFrame, sweep_df: pd.DataFrame,
               "ratio n/a = 0/0, inf = mean b of 0.",
               "- p: every sign pattern when N <= 16 (exact), else seeded random patterns, (1 + extreme) / "
               "(1 + patterns). Each table is its own Holm family.",
-              "- The report's figures come from config `statistics.comparisons[].report` and "
+              "- The report's figures come from config `statistics.comparisons.<name>.report` and "
               "`statistics.sweep_report`.", ""]
     return "\n".join(lines)
 

@@ -27,6 +27,7 @@ import hashlib
 import json
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -200,11 +201,25 @@ def _code_digest(source: str) -> bytes:
     return hashlib.sha256(code_of(source).encode()).digest()
 
 
+def _without_descriptions(node: Any) -> Any:
+    """A JSON schema without its ``description`` annotations (a string under that key): no code runs
+    them, and a property named ``description`` (a mapping) stays."""
+    if isinstance(node, dict):
+        return {k: _without_descriptions(v) for k, v in node.items() if not (k == "description" and isinstance(v, str))}
+    if isinstance(node, list):
+        return [_without_descriptions(v) for v in node]
+    return node
+
+
 @cache
-def _data_digest(suffix: str, content: bytes) -> bytes:
-    """A data file as its reader sees it: YAML by its parsed content (comments do not count), else bytes."""
-    if suffix in (".yaml", ".yml"):
-        content = canonical_json(yaml.safe_load(content.decode("utf-8"))).encode()
+def _data_digest(name: str, content: bytes) -> bytes:
+    """A data file as its reader sees it: YAML by its parsed content (comments do not count; nor do a
+    JSON schema's descriptions), any other file by its bytes."""
+    if name.endswith((".yaml", ".yml")):
+        document = yaml.safe_load(content.decode("utf-8"))
+        if name.endswith(".schema.yaml"):
+            document = _without_descriptions(document)
+        content = canonical_json(document).encode()
     return hashlib.sha256(content).digest()
 
 
@@ -214,7 +229,7 @@ def file_digest(path: Path) -> str:
     path = Path(path)
     digest = hashlib.sha256(_code_digest(path.read_text(encoding="utf-8")))
     for extra in declared_data_files(path):
-        digest.update(extra.name.encode() + b"\0" + _data_digest(extra.suffix, extra.read_bytes()))
+        digest.update(extra.name.encode() + b"\0" + _data_digest(extra.name, extra.read_bytes()))
     return digest.hexdigest()[:DIGEST_CHARS]
 
 

@@ -13,6 +13,7 @@ import yaml
 
 from anchormask import fileio, schemas
 from anchormask.generation.sampler_settings import decoding_problems
+from anchormask.model import checkpointing
 from anchormask.model.layout import max_positions
 from anchormask.schemas import has_path, setting
 from anchormask.schemas import resolve as _resolve
@@ -24,11 +25,11 @@ class ConfigError(fileio.InputError):
     --config), the key, what was found and what is allowed."""
 
 
-KeyPath = tuple  # a key path into the config: ("train", "rank"), ("statistics", "comparisons", 0, "a")
+KeyPath = tuple  # a key path into the config: ("train", "rank"), ("data", "held_out", 0)
 
 
 def dotted(path: KeyPath) -> str:
-    """train.rank, statistics.comparisons[0].a; "(top level)" for the empty path."""
+    """train.rank, statistics.comparisons.heldout_anchor_vs_random.a; "(top level)" for the empty path."""
     text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
     return text or "(top level)"
 
@@ -95,6 +96,11 @@ def _describe(error, root: dict) -> str:
         return f"{unknown}; allowed keys here: {', '.join(allowed) or '(none)'}"
     if validator in ("oneOf", "anyOf") and _choices(value, root):
         return f"{error.instance!r} is not allowed; allowed values: {', '.join(_choices(value, root))}"
+    if validator == "type" and value == "object" and _named_entries(error.instance):
+        first = error.instance[0]
+        rest = ", ".join(f"{k}: {v!r}" for k, v in first.items() if k != "name")
+        return (f"a list of named entries; this key is a mapping keyed by name, so that a layer can add or drop "
+                f"(name: null) one entry: write `{first['name']}: {{{rest}}}` for each entry")
     if validator == "minItems" and not error.instance:
         return "an empty list; give at least one value"
     if validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
@@ -102,6 +108,10 @@ def _describe(error, root: dict) -> str:
                   if k in error.schema}
         return f"{error.instance!r} is out of range; allowed: {bounds}"
     return error.message
+
+
+def _named_entries(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) and "name" in v for v in value)
 
 
 def validate(config: dict[str, Any], source="config.yaml") -> None:
@@ -143,6 +153,13 @@ def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
         ratio = settings.get("mask_ratio")
         if ratio and ratio["low"] > ratio["high"]:
             problems.append(((*path, "mask_ratio"), f"low ({ratio['low']}) must not exceed high ({ratio['high']})"))
+    for strategy in strategies(config):
+        settings = train_settings(config, strategy)
+        if settings.get("grad_accum", 1) > settings["batch_size"]:
+            override = ("train", "overrides", strategy, "grad_accum")
+            path = override if has_path(config, override) else ("train", "grad_accum")
+            problems.append((path, f"{settings['grad_accum']} micro-batches of a batch of {settings['batch_size']} "
+                             f"pairs (train.batch_size); lower it to at most {settings['batch_size']}"))
     problems += [(("generation", key), text) for key, text in decoding_problems(config["generation"])]
     if config["data"]["in_domain"] in config["data"]["held_out"]:
         problems.append((("data", "held_out"), f"lists {config['data']['in_domain']!r}, the in-domain domain "
@@ -156,8 +173,8 @@ def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
             problems.append((("probes", "attention_arms"), f"unknown arm(s) {', '.join(unknown)}; arms: "
                              f"{', '.join(config['arms'])}"))
     domains = {config["data"]["in_domain"], *config["data"]["held_out"]}
-    for i, comp in enumerate(config["statistics"]["comparisons"]):
-        where = ("statistics", "comparisons", i)
+    for comp in comparisons(config):
+        where = ("statistics", "comparisons", comp["name"])
         for side in ("a", "b"):
             if comp[side] not in arms:
                 problems.append(((*where, side), f"unknown arm {comp[side]!r}; arms: {', '.join(sorted(arms))}"))
@@ -168,7 +185,14 @@ def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
         if comp.get("domain") is not None and comp["domain"] not in domains:
             problems.append(((*where, "domain"), f"unknown domain {comp['domain']!r}; domains: "
                              f"{', '.join(sorted(domains))}"))
-    return problems
+    return list(dict.fromkeys(problems))
+
+
+def comparisons(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """statistics.comparisons as the list the statistics read, in the config's order: each entry its name
+    first, then its keys as written (a layer's ``name: null`` drops that comparison)."""
+    return [{"name": name, **spec} for name, spec in config["statistics"]["comparisons"].items()
+            if spec is not None]
 
 
 def _strategy_problems(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
@@ -259,7 +283,8 @@ def check_base(config: dict[str, Any], source="config.yaml") -> None:
                           "(config.json, weights, tokenizer files)")
     if not (base / "config.json").is_file():
         raise ConfigError(f"{where}: {base} has no config.json; point it at a complete checkpoint folder")
-    problems = _position_problems(config, max_positions(fileio.read_json(base / "config.json")), base)
+    raw = fileio.read_json(base / "config.json")
+    problems = _position_problems(config, max_positions(raw), base) + _checkpointing_problems(config, raw, base)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(
             f"{source_of(path)}: {dotted(path)}: {text}" for path, text in problems))
@@ -286,3 +311,19 @@ def _position_problems(config: dict[str, Any], limit, base: Path) -> list[tuple[
             path = override if has_path(config, override) else ("train", "seq_len")
             problems.append((path, f"{seq_len} positions, but {stated}; lower it to at most {allowed}"))
     return list(dict.fromkeys(problems))
+
+
+def _checkpointing_problems(config: dict[str, Any], raw: dict[str, Any], base: Path) -> list[tuple[KeyPath, str]]:
+    """train.gradient_checkpointing (shared or a strategy's override) that the base's code cannot honour:
+    known from its files (checkpointing.declared_switch), before a job waits in a queue to find out."""
+    wanted = {}
+    for strategy in strategies(config):
+        value = train_settings(config, strategy).get("gradient_checkpointing")
+        override = ("train", "overrides", strategy, "gradient_checkpointing")
+        wanted.setdefault(override if has_path(config, override) else ("train", "gradient_checkpointing"), value)
+    if not any(wanted.values()):
+        return []
+    switch = checkpointing.declared_switch(base, raw, bool(setting(config, ("base", "trust_remote_code"))))
+    family = raw.get("model_type") or "base"
+    return [(path, text) for path, value in wanted.items()
+            if (text := checkpointing.problem(value, switch, str(base), family))]

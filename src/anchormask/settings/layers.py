@@ -73,21 +73,23 @@ def _leaves(value: Any, path: KeyPath = ()):
         yield path, value
 
 
-def _accepts_string(node: dict[str, Any], root: dict[str, Any]) -> bool:
+def _accepts_string(node: dict[str, Any], root: dict[str, Any], text: str) -> bool:
+    """Whether ``text`` as written is a value of the node: any string, or one of its enum's strings (a key
+    that takes true or a strategy name gets true from "true", one_in_two as written)."""
     node = _resolve(node, root)
     types = node.get("type", [])
     if "string" in ([types] if isinstance(types, str) else types):
         return True
-    if any(isinstance(v, str) for v in node.get("enum", [])):
+    if text in [v for v in node.get("enum", []) if isinstance(v, str)]:
         return True
-    return any(_accepts_string(part, root) for part in _alternatives(node))
+    return any(_accepts_string(part, root, text) for part in _alternatives(node))
 
 
-def _wants_string(path: KeyPath, schema: dict[str, Any]) -> bool:
+def _wants_string(path: KeyPath, schema: dict[str, Any], text: str) -> bool:
     nodes = [schema]
     for key in path:
         nodes = [c for n in nodes for c in _child_schemas(n, schema, key)]
-    return any(_accepts_string(n, schema) for n in nodes)
+    return any(_accepts_string(n, schema, text) for n in nodes)
 
 
 def _parse_scalar(text: str) -> Any:
@@ -118,5 +120,5 @@ def apply_override_types(config: dict[str, Any], overrides: dict[str, Any]) -> N
     """
     schema = schema_document()
     for path, value in _leaves(overrides):
-        if path and isinstance(value, str) and not _wants_string(path, schema) and has_path(config, path):
+        if path and isinstance(value, str) and not _wants_string(path, schema, value) and has_path(config, path):
             _set(config, path, _parse_scalar(value))

@@ -49,7 +49,8 @@ def apply_mask(input_ids: torch.Tensor, mask: torch.Tensor, mask_token_id: int) 
 
 
 def masked_loss(logits: torch.Tensor, targets: torch.Tensor, *, kind: str, ratio: torch.Tensor,
-                rows: torch.Tensor, eligible_count: torch.Tensor, tv_weight: float = 1.0) -> torch.Tensor:
+                rows: torch.Tensor, eligible_count: torch.Tensor, tv_weight: float = 1.0,
+                of_batch: tuple[int, int] | None = None) -> torch.Tensor:
     """Loss over the masked positions only.
 
     ``logits`` [M, V] and ``targets`` [M] are gathered at the M masked positions; ``rows`` [M]
@@ -64,18 +65,22 @@ def masked_loss(logits: torch.Tensor, targets: torch.Tensor, *, kind: str, ratio
       predicted distribution and the one-hot target.
 
     With no masked position (M = 0) the loss is a zero that still carries a gradient, so a
-    step can run (and be logged) without producing NaN.
+    step can run (and be logged) without producing NaN. ``of_batch`` = (M, B) of the whole batch
+    when these rows are one micro-batch of it (train.grad_accum): the sums are divided by the whole
+    batch's counts, so that the micro-batches' losses add up to the batch's.
     """
     if kind not in LOSSES:
         raise ValueError(f"unknown loss {kind!r}; known: {', '.join(LOSSES)}")
     if targets.numel() == 0:
         return logits.sum() * 0.0
     ce = F.cross_entropy(logits.float(), targets, reduction="none")
-    if kind == "ce":
-        return ce.mean()
     p = ratio.to(ce.device)[rows]
     if kind == "llada":
-        per_token = ce / p / eligible_count.to(ce.device)[rows].clamp(min=1)
-        return per_token.sum() / ratio.numel()
-    tv = 1.0 - torch.softmax(logits.float(), dim=-1).gather(1, targets[:, None]).squeeze(1)
-    return (ce / p + tv_weight * p * tv).mean()
+        terms = ce / p / eligible_count.to(ce.device)[rows].clamp(min=1)
+        return terms.sum() / (ratio.numel() if of_batch is None else of_batch[1])
+    if kind == "ce":
+        terms = ce
+    else:
+        tv = 1.0 - torch.softmax(logits.float(), dim=-1).gather(1, targets[:, None]).squeeze(1)
+        terms = ce / p + tv_weight * p * tv
+    return terms.mean() if of_batch is None else terms.sum() / of_batch[0]

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from anchormask import data, fileio
-from anchormask.model import adapters, layout, modeljob
+from anchormask.model import adapters, checkpointing, layout, modeljob
 from anchormask.model import backbone as bb
 from anchormask.progress import Progress
 from anchormask.repro import provenance
@@ -100,36 +101,81 @@ class Batches:
         return batch
 
 
-def train_step(backbone: bb.Backbone, runtime: bb.Runtime, encoded: list[layout.EncodedPair],
-               strategy: strategies.Strategy, settings: dict[str, Any], ratio_dist: masking.MaskRatio,
-               generator: torch.Generator, step: int = 0, total_steps: int = 1
-               ) -> tuple[torch.Tensor, dict[str, float]]:
+@dataclass
+class MaskedBatch:
+    """One step's batch with its mask drawn: what each micro-batch's forward reads a slice of."""
+
+    ids: torch.Tensor
+    attention: torch.Tensor
+    eligible: torch.Tensor
+    ratio: torch.Tensor
+    mask: torch.Tensor
+
+
+def draw_masks(backbone: bb.Backbone, encoded: list[layout.EncodedPair], strategy: strategies.Strategy,
+               ratio_dist: masking.MaskRatio, generator: torch.Generator, step: int, total_steps: int) -> MaskedBatch:
     ids, attention, classes = layout.collate(encoded, backbone.ids.pad,
                                              pad_is_answer=backbone.template.pad_is_answer)
     eligible = strategy.eligible(classes)
     ratio = ratio_dist.sample(len(encoded), generator)
     batch = strategies.MaskingBatch(ids=ids, classes=classes, lengths=(classes != layout.PAD).sum(1), ratio=ratio,
                                     step=step, total_steps=total_steps, generator=generator)
-    mask = strategy.mask(batch)
+    return MaskedBatch(ids, attention, eligible, ratio, strategy.mask(batch))
+
+
+def batch_loss(backbone: bb.Backbone, runtime: bb.Runtime, masked: MaskedBatch, settings: dict[str, Any],
+               part: slice = slice(None), of_batch: tuple[int, int] | None = None) -> torch.Tensor:
+    """The loss of the rows ``part`` of the batch; ``of_batch`` (masked tokens, rows of the whole batch)
+    normalises a micro-batch's terms so that the micro-batches' losses add up to the whole batch's."""
+    ids, mask, eligible, ratio = masked.ids[part], masked.mask[part], masked.eligible[part], masked.ratio[part]
     noisy = masking.apply_mask(ids, mask, backbone.mask_token_id)
     rows, cols = mask.nonzero(as_tuple=True)
     device = runtime.device
     with runtime.autocast():
         # The vocabulary head runs only where the loss looks: the masked positions.
-        logits = backbone.logits_at(noisy.to(device), attention.to(device), rows, cols)
-    loss = masking.masked_loss(logits, ids[rows, cols].to(device), kind=settings["loss"], ratio=ratio,
-                               rows=rows, eligible_count=eligible.sum(1), tv_weight=settings["tv_weight"])
-    return loss, {"mask_ratio": float(ratio.mean()), "masked_tokens": int(rows.numel())}
+        logits = backbone.logits_at(noisy.to(device), masked.attention[part].to(device), rows, cols)
+    return masking.masked_loss(logits, ids[rows, cols].to(device), kind=settings["loss"], ratio=ratio, rows=rows,
+                               eligible_count=eligible.sum(1), tv_weight=settings["tv_weight"], of_batch=of_batch)
 
 
-def enable_checkpointing(backbone: bb.Backbone) -> None:
-    """Recompute activations in the backward pass (train.gradient_checkpointing): memory for time."""
-    model = backbone.model
-    if not getattr(model, "supports_gradient_checkpointing", False):
-        raise bb.BackboneError(f"{backbone.path}: train.gradient_checkpointing is on, but the {backbone.family.name} "
-                               "model's code does not support gradient checkpointing; set it to false")
-    # Non-reentrant checkpointing gives gradients to the LoRA weights although the frozen inputs need none.
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+def _step_info(masked: MaskedBatch) -> dict[str, float]:
+    return {"mask_ratio": float(masked.ratio.mean()), "masked_tokens": int(masked.mask.sum())}
+
+
+def train_step(backbone: bb.Backbone, runtime: bb.Runtime, encoded: list[layout.EncodedPair],
+               strategy: strategies.Strategy, settings: dict[str, Any], ratio_dist: masking.MaskRatio,
+               generator: torch.Generator, step: int = 0, total_steps: int = 1
+               ) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss of one step's batch in one forward (its backward is the caller's)."""
+    masked = draw_masks(backbone, encoded, strategy, ratio_dist, generator, step, total_steps)
+    return batch_loss(backbone, runtime, masked, settings), _step_info(masked)
+
+
+def accumulated_step(backbone: bb.Backbone, runtime: bb.Runtime, encoded: list[layout.EncodedPair],
+                     strategy: strategies.Strategy, settings: dict[str, Any], ratio_dist: masking.MaskRatio,
+                     generator: torch.Generator, step: int, total_steps: int, micro_batches: int
+                     ) -> tuple[float, dict[str, float]]:
+    """One step in ``micro_batches`` forwards and backwards (train.grad_accum): the mask is drawn for the
+    whole batch as in ``train_step``, and the gradients add up to its. Returns the whole batch's loss."""
+    masked = draw_masks(backbone, encoded, strategy, ratio_dist, generator, step, total_steps)
+    whole = (int(masked.mask.sum()), len(encoded))
+    size = math.ceil(len(encoded) / micro_batches)
+    total = 0.0
+    for start in range(0, len(encoded), size):
+        loss = batch_loss(backbone, runtime, masked, settings, slice(start, start + size), of_batch=whole)
+        loss.backward()
+        total += float(loss.detach())
+    return total, _step_info(masked)
+
+
+def enable_checkpointing(backbone: bb.Backbone, setting: bool | str = True) -> None:
+    """Recompute activations in the backward pass (train.gradient_checkpointing): memory for time. The DAG
+    build has refused a setting the base's code cannot honour; this repeats the check on the loaded model."""
+    problem = checkpointing.problem(setting, checkpointing.loaded_switch(backbone.model), str(backbone.path),
+                                    backbone.family.name)
+    if problem:
+        raise bb.BackboneError(f"train.gradient_checkpointing: {problem}")
+    log.info("gradient checkpointing: %s", checkpointing.enable(backbone.model, setting))
 
 
 class Run:
@@ -166,17 +212,24 @@ def run_steps(run: Run, backbone: bb.Backbone, runtime: bb.Runtime, encoded: lis
     ratio_dist = masking.MaskRatio.from_config(settings["mask_ratio"])
     strategy = strategies.resolve(job.strategy, settings.get("strategy"))
     progress = Progress(f"train {job.id}", job.steps, log_every=settings["log_every"], start_at=len(run.rows))
+    micro_batches = int(settings.get("grad_accum", 1))
     for step in range(len(run.rows), job.steps):
         lr = lr_at(step, settings)
         for group in run.optimizer.param_groups:
             group["lr"] = lr
-        loss, info = train_step(backbone, runtime, [encoded[i] for i in run.batches.next()], strategy,
-                                settings, ratio_dist, run.generator, step, run_total_steps(settings, job))
-        check_not_empty(strategy, run.rows, info["masked_tokens"], step)
+        batch = [encoded[i] for i in run.batches.next()]
         run.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if micro_batches > 1:
+            value, info = accumulated_step(backbone, runtime, batch, strategy, settings, ratio_dist, run.generator,
+                                           step, run_total_steps(settings, job), micro_batches)
+            check_not_empty(strategy, run.rows, info["masked_tokens"], step)
+        else:
+            loss, info = train_step(backbone, runtime, batch, strategy, settings, ratio_dist, run.generator, step,
+                                    run_total_steps(settings, job))
+            check_not_empty(strategy, run.rows, info["masked_tokens"], step)
+            loss.backward()
+            value = float(loss.detach())
         run.optimizer.step()
-        value = float(loss.detach())
         if not math.isfinite(value):
             raise FloatingPointError(f"{job.id}: loss is {value} at step {step + 1}; lower train.lr")
         run.rows.append((step + 1, round(info["mask_ratio"], 6), info["masked_tokens"], round(value, 6), lr))
@@ -209,7 +262,7 @@ def train(base: modeljob.Base, pairs_path: str, job: AdapterJob, settings: dict[
     runtime = modeljob.start(base, settings["threads"])
     backbone = modeljob.load(base, runtime)
     if settings.get("gradient_checkpointing"):
-        enable_checkpointing(backbone)
+        enable_checkpointing(backbone, settings["gradient_checkpointing"])
     pairs = data.select_pairs(data.load_pairs(pairs_path), job.size, settings["subset"], job.seed)
     encoded = encode_pairs(backbone, pairs, settings["seq_len"], pairs_path)
     identity = resume.run_identity(job, settings, base.sha256, [p["id"] for p in pairs])

@@ -1,11 +1,28 @@
 """A tiny stand-in for LLaDA's configuration class, written for the tests (not LLaDA's code).
 
 It keeps the interface facts the pipeline depends on: model_type "llada", the d_model /
-n_heads / n_layers key names, and a class default mask_token_id of 50256 that a loader must
-never use in place of a key missing from config.json.
+n_heads / n_layers key names, a class default mask_token_id of 50256 that a loader must
+never use in place of a key missing from config.json, and the activation-checkpointing
+strategies (a str enum, so a plain string compares equal) that ``LLaDAModel.set_activation_checkpointing``
+takes.
 """
 
+from enum import Enum
+
 from transformers import PretrainedConfig
+
+
+class StrEnum(str, Enum):
+    def __str__(self):
+        return self.value
+
+
+class ActivationCheckpointingStrategy(StrEnum):
+    whole_layer = "whole_layer"
+    one_in_two = "one_in_two"
+    one_in_three = "one_in_three"
+    one_in_four = "one_in_four"
+    fine_grained = "fine_grained"
 
 
 class LLaDAConfig(PretrainedConfig):
