@@ -116,3 +116,19 @@ def test_the_snakefile_names_an_existing_target_read_as_config_file(tmp_path):
     assert proc.returncode != 0 and "--configfile results/base/verified.json: read as a config file" in out
     assert "snakemake --configfile=tests/configs/tiny.yaml results/base/verified.json" in out
     assert "Additional properties" not in out and "unknown" not in out  # not blamed on the config's keys
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("content, said", [
+    (b"- {train: {rank: 8}}\n", "its top level is a YAML list, but a config file is a mapping of the config's "
+                                "top-level keys"),
+    (b"train:\n  rank: 8\n  note: caf\xe9\n", "line 3: not UTF-8 text (byte 0xe9 at offset 28); save the file as "
+                                           "UTF-8"),
+    (b"train:\n  rank: 8\n  rank: 4\n", "line 3, column 3: duplicate key 'rank'"),
+])
+def test_a_config_file_is_read_as_the_workflow_reads_it_naming_file_line_and_fix(tmp_path, content, said):
+    (tmp_path / "layer.yaml").write_bytes(content)
+    found = command_line.problems(["--configfile=layer.yaml"], cwd=tmp_path)
+    assert len(found) == 1 and found[0].startswith("--configfile layer.yaml: ") and said in found[0], found
+    (tmp_path / "fine.yaml").write_text("train: {rank: 8}\n")
+    assert command_line.problems(["--configfile=fine.yaml"], cwd=tmp_path) == []

@@ -35,6 +35,22 @@ def test_changed_weight_file_fails_with_expected_actual_and_fix(base_copy, tmp_p
     assert not (tmp_path / "v.json").exists()
 
 
+@pytest.mark.parametrize("damage, said", [
+    (lambda b: b[:-100], "bytes, but its header names"),
+    (lambda b: b + b"\0", "bytes, but its header names"),
+    (lambda b: b[:5], "5 bytes, shorter than its safetensors header says"),
+    (lambda b: b[:8] + b"{not json" + b[17:], "its safetensors header is not JSON"),
+])
+def test_a_truncated_weights_file_that_was_hashed_again_is_named_before_the_hash(base_copy, tmp_path, damage, said):
+    weights = base_copy / "model.safetensors"
+    weights.write_bytes(damage(weights.read_bytes()))
+    with pytest.raises(verify.ChecksumError) as err:  # its new hash pinned: only the framing check can tell
+        verify.write_verified(str(base_copy), checksum.directory_sha256(base_copy), str(tmp_path / "v.json"))
+    assert "model.safetensors: " in str(err.value) and said in str(err.value), str(err.value)
+    assert "a hash taken of the damaged file does not make it whole" in str(err.value)
+    assert not (tmp_path / "v.json").exists()
+
+
 def test_missing_tokenizer_is_named_before_the_hash_is_compared(base_copy):
     expected = checksum.directory_sha256(base_copy)
     (base_copy / "tokenizer.json").unlink()

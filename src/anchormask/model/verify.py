@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,30 @@ def missing_files(root: Path) -> list[str]:
                       for name in sorted(set(code)) if name not in names]
 
 
+def _safetensors_problem(path: Path) -> str | None:
+    """What is wrong with a safetensors file's framing: 8 bytes of header length, a JSON header, then the
+    tensors up to the last offset it names; a truncated file (hashed again, so its hash matches) fails here
+    instead of deep in the loader with a message that names no file."""
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        prefix = fh.read(8)
+        length = int.from_bytes(prefix, "little") if len(prefix) == 8 else None
+        if length is None or 8 + length > size:
+            return f"{path.name}: {size} bytes, shorter than its safetensors header says"
+        try:
+            header = json.loads(fh.read(length))
+        except ValueError:
+            return f"{path.name}: its safetensors header is not JSON (not a safetensors file, or damaged)"
+    end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+    if 8 + length + end != size:
+        return f"{path.name}: {size} bytes, but its header names {8 + length + end} (truncated or appended to)"
+    return None
+
+
+def damaged_weights(root: Path) -> list[str]:
+    return [problem for path in sorted(root.glob("*.safetensors")) if (problem := _safetensors_problem(path))]
+
+
 def _strangers(manifest: dict[str, str]) -> list[str]:
     """Files no loader reads: why the hash of an otherwise complete folder may differ."""
     extra = [n for n in manifest if not _matches(n, WEIGHTS + TOKENIZER + OTHER)]
@@ -128,6 +153,12 @@ def verify_base(path: str, expected: str) -> dict[str, Any]:
             + "".join(f"  missing {item}\n" for item in missing) +
             "  Restore them from where the checkpoint came from (the model's download; `git checkout -- "
             f"{root}` for the embedded base), or point base.path at a complete checkpoint folder.")
+    damaged = damaged_weights(root)
+    if damaged:
+        raise ChecksumError(
+            f"{root}: weights files a loader cannot read:\n" + "".join(f"  {item}\n" for item in damaged) +
+            "  Restore them from where the checkpoint came from (the model's download; `git checkout -- "
+            f"{root}` for the embedded base); a hash taken of the damaged file does not make it whole.")
     manifest = checksum.directory_manifest(root)
     actual = checksum.manifest_sha256(manifest)
     if actual != expected:

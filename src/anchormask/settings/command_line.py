@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from anchormask.fileio import InputError
+from anchormask.settings.config import ConfigError, yaml_file
 from anchormask.settings.layers import merge
 
 CONFIG = ("--config", "-C")
@@ -147,7 +148,23 @@ def _configfile_problems(argv: Sequence[str], occ: Occurrence, cwd: Path) -> lis
             problems.append(f"{occ.option} {name}: file not found (relative to {cwd.resolve()}); "
                             "give the path of an existing "
                             f"YAML file, e.g. --configfile=config/seeds3.yaml{hint}")
+        else:
+            problems += _content_problems(occ.option, name, cwd / name)
     return problems
+
+
+def _content_problems(option: str, name: str, path: Path) -> list[str]:
+    """A config file read as the workflow will read it: YAML (syntax, duplicate keys, UTF-8) whose top
+    level is a mapping of the config's keys, which plain Snakemake reports without the file's name."""
+    try:
+        content = yaml_file(path)
+    except ConfigError as err:
+        return [f"{option} {name}: {str(err).removeprefix(f'{path}: ')}"]
+    if content is not None and not isinstance(content, dict):
+        return [f"{option} {name}: its top level is a YAML {type(content).__name__}, but a config file is a mapping "
+                "of the config's top-level keys (as config.yaml is), e.g. `train: {rank: 8}`; write its entries "
+                "under the key they belong to"]
+    return []
 
 
 def problems(argv: Sequence[str], cwd: str | Path = ".") -> list[str]:

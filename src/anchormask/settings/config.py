@@ -237,7 +237,9 @@ def yaml_file(path: str | Path) -> Any:
     except FileNotFoundError:
         raise ConfigError(f"{path}: not found") from None
     except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); save it as UTF-8") from None
+        line = err.object[:err.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: line {line}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
+                          f"{err.start}); save the file as UTF-8") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
