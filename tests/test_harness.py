@@ -193,3 +193,19 @@ def test_lm_evals_own_device_default_is_no_choice_and_an_explicit_device_is_kept
     assert lm_eval_device(["--device", "cpu"]) == ["--device", "cpu"]
     assert lm_eval_device(["--device=cuda:0"]) == ["--device=cuda:0"]
     assert model.setup_from_args(device="auto").base.device == "auto"  # CUDA + bf16 where present, else the CPU
+
+
+def test_the_projects_own_task_names_pass_without_lm_evals_index(monkeypatch):
+    from anchormask.harness import tasks
+
+    monkeypatch.setattr(tasks, "task_manager", lambda extra=None: pytest.fail("lm-eval's index was built"))
+    assert tasks.unknown_tasks(["anchormask_cloze", "anchormask_locus", "my/own_task.yaml"]) == []
+
+
+def test_an_unknown_task_stops_anchormask_lm_eval_before_lm_eval_with_a_did_you_mean(capsys):
+    from anchormask.cli import run_lm_eval
+
+    assert run_lm_eval(["--model", "anchormask", "--tasks", "anchormask_clozee,hellaswag", "--limit", "1"]) == 2
+    err = capsys.readouterr().err
+    assert ("anchormask lm-eval: --tasks: 'anchormask_clozee' is not a task lm-eval knows (did you mean "
+            "'anchormask_cloze'") in err and "hellaswag" not in err  # lm-eval's own task passes

@@ -133,10 +133,24 @@ def run_lm_eval(argv: Sequence[str]) -> int:
         at = argv.index("--include_path")
         extra = argv[at + 1]
         del argv[at:at + 2]
+    unknown = tasks.unknown_tasks(_named_tasks(argv), extra)
+    if unknown:  # lm-eval itself ends in a traceback ("Tasks not found")
+        print(f"anchormask lm-eval: --tasks: {'; '.join(unknown)}", file=sys.stderr)
+        return 2
     runlog.log_to(None)  # the model's own lines on stderr too: which base, adapter and device ran
     sys.argv = ["lm-eval", *lm_eval_device(argv), "--include_path", str(tasks.include_dir(extra))]
     cli_evaluate()
     return 0
+
+
+def _named_tasks(argv: list[str]) -> list[str]:
+    """The comma-separated names of lm-eval's --tasks (either spelling of the option)."""
+    for i, word in enumerate(argv):
+        if word.startswith("--tasks="):
+            return [n for n in word.partition("=")[2].split(",") if n]
+        if word == "--tasks" and i + 1 < len(argv):
+            return [n for n in argv[i + 1].split(",") if n]
+    return []
 
 
 def lm_eval_device(argv: list[str]) -> list[str]:

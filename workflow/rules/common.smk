@@ -10,6 +10,7 @@ from snakemake.utils import validate
 
 from anchormask import data as study_data
 from anchormask import fileio as study_io
+from anchormask.harness import tasks as study_lm_eval_tasks
 from anchormask.repro import codedigest
 from anchormask.settings import bases as study_bases
 from anchormask.settings import checks as study_checks
@@ -27,6 +28,12 @@ if BASE_STUDY is None:
     anchor_lengths = study_checks.check_study(config, validate)
     if workflow.is_main_process:  # once per run, not in each job's own parse of the workflow
         study_checks.report_once([("", config, anchor_lengths)])
+        # Task names lm-eval does not know fail inside its jobs otherwise, after a traceback.
+        unknown_tasks = study_lm_eval_tasks.unknown_tasks(config["lm_eval"]["tasks"])
+        if unknown_tasks:
+            raise study_config.ConfigError(
+                f"{CONFIG_LAYERS.source_of(('lm_eval', 'tasks'))}: lm_eval.tasks: {'; '.join(unknown_tasks)}"
+            )
 else:
     CONFIG_LAYERS = BASE_STUDY.layers
 CONFIG_SOURCES = CONFIG_LAYERS.source_of

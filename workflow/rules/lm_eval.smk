@@ -7,8 +7,6 @@
 
 import re
 
-from anchormask.harness import tasks as study_lm_eval_tasks
-
 LM_EVAL = config["lm_eval"]  # Snakemake's validate filled in the schema's defaults
 LM_EVAL_TASKS = list(LM_EVAL["tasks"])
 LM_EVAL_OPTIONS = {k: LM_EVAL[k] for k in ("limit", "num_fewshot", "mc_num", "batch_size", "seed")}

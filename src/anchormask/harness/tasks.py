@@ -73,6 +73,25 @@ def task_manager(extra: str | None = None):
     return TaskManager(include_path=str(include_dir(extra)))
 
 
+def unknown_tasks(names: list[str], extra: str | None = None) -> list[str]:
+    """Each name neither the project's nor one lm-eval registers (a path to a task YAML is lm-eval's to
+    read), with the nearest registered names. lm-eval's index (some 15,000 tasks, ~20 s) is built only
+    when a name is not the project's."""
+    import difflib
+
+    others = [n for n in names if n not in TASKS and "/" not in n and not n.endswith(".yaml")]
+    if not others:
+        return []
+    known = set(task_manager(extra).all_tasks)
+    problems = []
+    for name in (n for n in others if n not in known):
+        close = difflib.get_close_matches(name, sorted(known), n=3)
+        problems.append(f"{name!r} is not a task lm-eval knows" +
+                        (f" (did you mean {', '.join(map(repr, close))}?)" if close else "") +
+                        f"; the project's own: {', '.join(TASKS)}")
+    return problems
+
+
 def _candidates(text: str) -> list[str]:
     """Words of a statement that a cloze may blank: lowercase letters only, five or more, not a stopword."""
     return [w for w in re.findall(r"\b[a-z]{5,}\b", text) if w not in STOPWORDS]
