@@ -34,7 +34,6 @@ def test_training_records_the_hash_of_the_files_peft_loads(trained_adapter):
     (lambda a: (a / WEIGHTS).write_bytes((a / WEIGHTS).read_bytes()[:100]),
      r"adapter_model.safetensors \(100 bytes\) .* altered or truncated"),
     (lambda a: (a / WEIGHTS).unlink(), "adapter_model.safetensors is missing"),
-    (lambda a: shutil.rmtree(a), "the adapter folder is missing"),
     (lambda a: (a / "provenance.json").unlink(), "provenance.json is missing"),
 ])
 def test_a_damaged_adapter_gives_one_message_with_its_path_and_a_rebuild_command(adapter, damage, expected):
@@ -44,6 +43,17 @@ def test_a_damaged_adapter_gives_one_message_with_its_path_and_a_rebuild_command
     message = str(err.value)
     assert message.startswith(f"adapter {adapter.as_posix()}: ")
     assert f"snakemake --cores 1 --forcerun {adapter.as_posix()}" in message
+
+
+def test_an_adapter_name_that_does_not_exist_is_answered_with_the_nearest_names(adapter):
+    typo = adapter.parent / adapter.name.replace("seed", "sed")
+    with pytest.raises(InputError) as err:
+        adapters.verify(typo)
+    message = str(err.value)
+    assert message.startswith(f"adapter {typo.as_posix()}: no adapter folder of that name exists; the nearest in "
+                              f"{adapter.parent.as_posix()}/: {adapter.name}")
+    assert "--forcerun" not in message and f"snakemake --cores 1 {typo.as_posix()}" in message
+    assert adapters.problems(typo) == ["the adapter folder is missing"]  # the audit's word for a deleted one
 
 
 def test_generation_refuses_a_flipped_byte_before_loading(adapter, tiny_model_dir):

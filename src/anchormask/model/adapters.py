@@ -72,8 +72,23 @@ def problems(folder: str | Path) -> list[str]:
     return found
 
 
+def _no_such_adapter(folder: Path) -> str:
+    """A name that was never trained (a typo, most often): the nearest existing names, not a rebuild."""
+    import difflib
+
+    existing = sorted(p.name for p in folder.parent.iterdir() if p.is_dir()) if folder.parent.is_dir() else []
+    close = difflib.get_close_matches(folder.name, existing, n=3, cutoff=0.5)
+    nearest = (f"; the nearest in {folder.parent.as_posix()}/: {', '.join(close)}" if close else
+               f"; {folder.parent.as_posix()}/ holds {len(existing)} adapter folders")
+    return (f"adapter {folder.as_posix()}: no adapter folder of that name exists{nearest}. Check the name "
+            "(<strategy>_<targets>_n<size>_s<steps>_seed<seed>); one the config defines but that was not "
+            f"trained yet is made by `snakemake --cores 1 {folder.as_posix()}` (with your run's config options)")
+
+
 def verify(folder: str | Path) -> dict[str, Any]:
     """The adapter's provenance record, after checking every hashed file; InputError otherwise."""
+    if not Path(folder).is_dir():
+        raise fileio.InputError(_no_such_adapter(Path(folder)))
     found = problems(folder)
     if found:
         raise fileio.InputError(f"adapter {Path(folder).as_posix()}: {'; '.join(found)}. Rebuild it and what was "
