@@ -329,3 +329,11 @@ def test_a_duplicate_key_in_a_config_file_is_refused_naming_the_file_the_line_an
         config.yaml_file(layer)
     layer.write_text("bases:\n  first: {}\n  second: {train: {rank: 8}}\n")
     assert list(config.yaml_file(layer)["bases"]) == ["first", "second"]
+
+
+def test_a_list_too_short_says_how_many_are_needed_and_why(default):
+    cfg = copy.deepcopy(default)
+    cfg["sweep"]["strategies"] = ["anchor"]
+    assert ("config.yaml: sweep.strategies: 1 value(s) ['anchor'], but at least 2 are needed (The strategies of "
+            "the grid; the first is compared with each of the others (the default: anchor vs random))") in \
+        problems_of(cfg)

@@ -174,12 +174,25 @@ def test_schedule_is_llada_s_without_its_empty_steps(masked, steps):
 
 
 @pytest.mark.parametrize("spec,message", [
-    ({"answer_len": 20, "block_len": 8}, "does not divide generation.answer_len"),
-    ({"answer_len": 24, "block_len": 8, "steps": 8}, "not a multiple of the 3 blocks"),
+    ({"answer_len": 20, "block_len": 8}, "generation.block_len: 8 does not divide generation.answer_len = 20; "
+     "semi-autoregressive blocks must tile the answer slot: use 0 \\(one block\\) or one of 1, 2, 4, 5, 10, 20"),
+    ({"answer_len": 24, "block_len": 8, "steps": 8}, "generation.steps: 8 is not a multiple of the 3 blocks "
+     r"\(answer_len / block_len\); each block gets steps / blocks denoising steps: use a multiple of 3, e.g. 6 or 9"),
 ])
 def test_block_arithmetic_that_does_not_divide_is_an_error(spec, message):
     with pytest.raises(InputError, match=message):
         sampler.SamplerSettings(**spec)
+
+
+def test_block_arithmetic_is_refused_when_the_config_is_read_not_in_a_job():
+    from anchormask.settings import config
+    from helpers import REPO
+
+    cfg = config.load(REPO / "config.yaml")
+    cfg["generation"].update(answer_len=24, block_len=32)
+    with pytest.raises(config.ConfigError, match=r"config.yaml: generation.block_len: 32 does not divide "
+                                                 r"generation.answer_len = 24; .* one of 1, 2, 3, 4, 6, 8, 12, 24"):
+        config.validate(cfg)
 
 
 def test_a_sequence_longer_than_the_model_allows_is_named_before_any_forward(tiny_backbone):

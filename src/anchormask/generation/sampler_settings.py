@@ -41,7 +41,23 @@ def decoding_problems(generation: dict[str, Any]) -> list[tuple[str, str]]:
         problems.append(("cfg_anchor", "masked masks the locked anchor in the unguided forward of classifier-free "
                          "guidance, which cfg_scale: 0 does not run; set generation.cfg_scale > 0, or "
                          "cfg_anchor: visible"))
-    return problems
+    return problems + _block_problems(get("answer_len"), get("block_len"), get("steps"))
+
+
+def _block_problems(answer_len: int, block_len: int, steps: int) -> list[tuple[str, str]]:
+    """LLaDA's generate() asserts both: blocks tile the slot and share the steps equally."""
+    if not block_len:
+        return []
+    if answer_len % block_len:
+        fits = ", ".join(str(d) for d in range(1, answer_len + 1) if answer_len % d == 0)
+        return [("block_len", f"{block_len} does not divide generation.answer_len = {answer_len}; semi-autoregressive "
+                 f"blocks must tile the answer slot: use 0 (one block) or one of {fits}")]
+    blocks = answer_len // block_len
+    if steps % blocks:
+        near = " or ".join(str(s) for s in (steps - steps % blocks, steps - steps % blocks + blocks) if s)
+        return [("steps", f"{steps} is not a multiple of the {blocks} blocks (answer_len / block_len); each block gets "
+                 f"steps / blocks denoising steps: use a multiple of {blocks}, e.g. {near}")]
+    return []
 
 
 
@@ -79,14 +95,6 @@ class SamplerSettings:
         problems = decoding_problems(self.__dict__)
         if problems:
             raise InputError("; ".join(f"generation.{key}: {text}" for key, text in problems))
-        # LLaDA's generate() asserts both: blocks tile the slot and share the steps equally.
-        if self.block_len:
-            if self.answer_len % self.block_len:
-                raise InputError(f"generation.block_len = {self.block_len} does not divide generation.answer_len = "
-                                 f"{self.answer_len}; semi-autoregressive blocks must tile the answer slot")
-            if self.steps % self.blocks:
-                raise InputError(f"generation.steps = {self.steps} is not a multiple of the {self.blocks} blocks "
-                                 f"(answer_len / block_len); each block gets steps / blocks denoising steps")
 
     @property
     def blocks(self) -> int:

@@ -103,6 +103,10 @@ def _describe(error, root: dict) -> str:
                 f"(name: null) one entry: write `{first['name']}: {{{rest}}}` for each entry")
     if validator == "minItems" and not error.instance:
         return "an empty list; give at least one value"
+    if validator == "minItems":
+        why = (error.schema.get("description") or "").split(". ")[0].rstrip(".")
+        return (f"{len(error.instance)} value(s) {error.instance!r}, but at least {value} are needed"
+                + (f" ({why})" if why else ""))
     if validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         bounds = {k: error.schema[k] for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
                   if k in error.schema}
