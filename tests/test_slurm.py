@@ -97,12 +97,14 @@ def test_slurm_run_matches_local_run(slurm_cluster, tmp_path):  # noqa: F811
 
 
 def test_failing_job_is_retried_through_slurm(slurm_cluster, tmp_path):  # noqa: F811
-    """Inject one failure honestly: a Snakefile of one rule, run with the project's profile, that fails
-    when a marker file is absent (creating it) and succeeds when it is present. It does not include the
-    project's workflow, which each SLURM job would parse again: the retries are the profile's."""
+    """Inject one failure honestly: an extra Snakefile in the copy includes the project's and adds a
+    rule that fails when a marker file is absent (creating it) and succeeds when it is present."""
     repo = copy_repo(tmp_path / "repo")
     marker = tmp_path / "first-attempt-happened"
     (repo / "flaky.smk").write_text(f"""\
+include: "Snakefile"
+
+
 rule flaky:
     output:
         "results/flaky.txt",
@@ -112,7 +114,7 @@ rule flaky:
         "if [ -e {marker} ]; then echo second attempt > {{output}}; "
         "else touch {marker}; echo failing on purpose; exit 1; fi"
 """)
-    proc, seconds = _through_slurm(slurm_cluster, repo, "results/flaky.txt", "-s", "flaky.smk")
+    proc, seconds = _through_slurm(slurm_cluster, repo, "results/flaky.txt", "-s", "flaky.smk", "--configfile", TINY)
     submitted = SUBMITTED.findall(proc.stdout + proc.stderr)
     logs = _slurm_logs(repo).get("flaky", [])
     queue = _queue(slurm_cluster)
