@@ -1,4 +1,5 @@
-"""python -m bench [--only NAME] [--e2e] [--threads N] [--shape NAME]: run the benchmarks, print one line per target.
+"""python -m bench [--only NAME] [--e2e] [--threads N] [--shape NAME] [--record]: run the benchmarks, print one line
+per target, write results/bench/<name>.json (and, with --record, the tracked bench/results/<name>.json).
 
 ``--only gpu`` checks the CUDA path (bench/gpu.py); without CUDA it prints one line and exits 0.
 """
@@ -36,7 +37,7 @@ class StepsFailed(RuntimeError):
     """A benchmark ran to its end, wrote its numbers, and reports steps that failed."""
 
 
-def run_one(name: str, threads: int | None) -> list[Line]:
+def run_one(name: str, threads: int | None, record_tracked: bool = False) -> list[Line]:
     module = importlib.import_module(BENCHMARKS[name])
     say(f"== {name}")
     start = time.perf_counter()
@@ -55,8 +56,8 @@ def run_one(name: str, threads: int | None) -> list[Line]:
         record["base_replaced_during_benchmark"] = base_after
         say(f"   WARNING: data/base changed during this benchmark ({base_before['sha256'][:12]} -> "
             f"{base_after['sha256'][:12]}); rerun it for numbers on one checkpoint")
-    path = common.write_result(name, record)
-    say(f"   wrote {path.relative_to(common.REPO)} ({record['bench_wall_s']:.1f} s)")
+    paths = common.write_result(name, record, record=record_tracked)
+    say(f"   wrote {', '.join(str(p.relative_to(common.REPO)) for p in paths)} ({record['bench_wall_s']:.1f} s)")
     for line in lines:
         say(line.format())
     if record.get("failed_steps"):
@@ -88,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
                              "train.threads / generation.threads)")
     parser.add_argument("--shape", action="append", default=None,
                         help="scale benchmark: only this shape (repeatable; bench/scale.py SHAPES)")
+    parser.add_argument("--record", action="store_true",
+                        help="also update the tracked record bench/results/<name>.json that the docs cite")
     args = parser.parse_args(argv)
     if args.shape:
         from bench import scale
@@ -119,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     for name in names:
         try:
-            summary += run_one(name, args.threads)
+            summary += run_one(name, args.threads, record_tracked=args.record)
         except StepsFailed as err:
             say(str(err))
             failed.append(name)

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+# A run writes under results/ (ignored by git); --record also updates the tracked record that docs cite.
+FRESH = REPO / "results" / "bench"
 RESULTS = REPO / "bench" / "results"
 CONFIG = REPO / "config.yaml"
 
@@ -194,13 +196,18 @@ def base_identity(cfg: dict[str, Any]) -> dict[str, Any]:
                                              "intermediate_size", "num_attention_heads", "vocab_size")}}
 
 
-def write_result(name: str, payload: dict[str, Any]) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False, default=_jsonable) + "\n")
-    os.replace(tmp, path)
-    return path
+def write_result(name: str, payload: dict[str, Any], *, record: bool = False) -> list[Path]:
+    """Write ``results/bench/<name>.json``; with ``record`` also the tracked ``bench/results/<name>.json``."""
+    text = json.dumps(payload, indent=2, sort_keys=False, default=_jsonable) + "\n"
+    written = []
+    for folder in [FRESH, RESULTS] if record else [FRESH]:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+        written.append(path)
+    return written
 
 
 def _jsonable(obj: Any) -> Any:

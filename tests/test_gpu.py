@@ -138,11 +138,16 @@ def test_main_exits_nonzero_after_writing_a_result_with_failed_steps(monkeypatch
     monkeypatch.setitem(bench_main.BENCHMARKS, "gpu", "fake_gpu_benchmark")
     monkeypatch.setattr(common, "REPO", tmp_path)
     monkeypatch.setattr(common, "RESULTS", tmp_path / "bench" / "results")
+    monkeypatch.setattr(common, "FRESH", tmp_path / "results" / "bench")
     monkeypatch.setattr(common, "base_identity", lambda cfg: {"sha256": "ab" * 32})
     assert bench_main.main(["--only", "gpu"]) == 1
-    written = json.loads((tmp_path / "bench" / "results" / "gpu.json").read_text())
+    written = json.loads((tmp_path / "results" / "bench" / "gpu.json").read_text())
     assert written["failed_steps"] == ["sampler.bf16"] and written["lines"]
     assert "failed steps sampler.bf16" in capsys.readouterr().out
+    assert not (tmp_path / "bench" / "results").exists(), "a run without --record left the tracked record alone"
+    assert bench_main.main(["--only", "gpu", "--record"]) == 1
+    tracked = json.loads((tmp_path / "bench" / "results" / "gpu.json").read_text())
+    assert tracked["failed_steps"] == ["sampler.bf16"]
 
 
 def _retrieved(law_retrieval) -> list[dict]:
