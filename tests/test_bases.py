@@ -196,6 +196,22 @@ def test_two_bases_plan_every_stage_per_base_and_the_cross_base_outputs(repo_cop
 
 
 @pytest.mark.workflow
+def test_a_wrong_hash_in_a_bases_layer_names_that_layer_and_key(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    (repo / "late.yaml").write_text(yaml.safe_dump({"base": {"sha256": "1" * 64}}))
+    (repo / "study.yaml").write_text(yaml.safe_dump({"bases": {"early": {"base": {"sha256": "0" * 64}},
+                                                               "late": "late.yaml"}}))
+    proc = snakemake(repo, "--cores", "1", "--keep-going", "--configfile=study.yaml",
+                     "results/bases/early/base/verified.json", "results/bases/late/base/verified.json", check=False)
+    assert proc.returncode != 0
+    logs = {name: (repo / "results" / "bases" / name / "logs" / "verify_base.log").read_text()
+            for name in ("early", "late")}
+    assert "mismatch for bases.early.base.sha256 in study.yaml" in logs["early"]
+    assert "mismatch for base.sha256 in late.yaml" in logs["late"]
+    assert not list((repo / "results").rglob("verified.json"))
+
+
+@pytest.mark.workflow
 def test_without_bases_no_job_reads_or_writes_under_results_bases(repo_copy):
     proc = snakemake(repo_copy, "-n")
     assert "results/bases/" not in proc.stdout + proc.stderr

@@ -48,6 +48,21 @@ def test_a_target_after_configfile_gets_the_command_with_the_equals_sign(tmp_pat
 
 
 @pytest.mark.unit
+def test_a_config_file_after_configfile_with_equals_is_named_as_read_as_a_target(tmp_path):
+    for name in ("shipped.yaml", "mine.yaml"):
+        (tmp_path / name).write_text("train: {rank: 8}\n")
+    argv = ["-n", "--configfile=shipped.yaml", "mine.yaml", "results/tables/headline.md", "--cores", "2"]
+    [message] = command_line.problems(argv, cwd=tmp_path)
+    assert message.startswith("mine.yaml is read as a target, not a config file: list it after --configfile "
+                              "without '=' (--configfile shipped.yaml mine.yaml, or --configfile=shipped.yaml "
+                              "--configfile=mine.yaml)")
+    with pytest.raises(fileio.InputError, match="^mine.yaml is read as a target"):
+        command_line.check_configfiles([tmp_path / "shipped.yaml"], argv, cwd=tmp_path)
+    # without `=` the option takes both files: nothing to say
+    assert command_line.problems(["-n", "--configfile", "shipped.yaml", "mine.yaml"], cwd=tmp_path) == []
+
+
+@pytest.mark.unit
 def test_a_target_after_config_is_moved_behind_the_double_dash():
     [message] = command_line.problems(["-n", "--config", "train={rank: 8}", "results/tables/headline.md"])
     assert "results/tables/headline.md is not one" in message
@@ -116,6 +131,19 @@ def test_the_snakefile_names_an_existing_target_read_as_config_file(tmp_path):
     assert proc.returncode != 0 and "--configfile results/base/verified.json: read as a config file" in out
     assert "snakemake --configfile=tests/configs/tiny.yaml results/base/verified.json" in out
     assert "Additional properties" not in out and "unknown" not in out  # not blamed on the config's keys
+    assert 'File "' not in out  # the message stands alone, without the frames it passed through
+
+
+@pytest.mark.workflow
+def test_the_snakefile_names_a_config_file_that_follows_configfile_with_equals(tmp_path):
+    repo = copy_repo(tmp_path)
+    (repo / "my-llada.yaml").write_text("base: {path: data/base}\n")
+    proc = snakemake(repo, "-n", "--configfile=config/bases/llada-8b-instruct.yaml", "my-llada.yaml", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "my-llada.yaml is read as a target, not a config file: list it after --configfile without '=' " \
+           "(--configfile config/bases/llada-8b-instruct.yaml my-llada.yaml" in out
+    assert "SET-ME" not in out and 'File "' not in out  # not blamed on the shipped layer's placeholder path
 
 
 @pytest.mark.unit

@@ -162,6 +162,18 @@ def test_errors_name_the_source_that_set_the_value(default):
     assert "config.yaml: train.alpha" in message
 
 
+def test_where_a_key_was_set_is_spelled_as_the_file_that_set_it_spells_it():
+    common = (("config.yaml", {"base": {"path": "data/base", "sha256": "a"}}),
+              ("study.yaml", {"bases": {"early": {"base": {"sha256": "b"}}, "late": "late.yaml"}}))
+    inline = config_layers.ConfigLayers((*common, ("bases.early", {"base": {"sha256": "b"}})))
+    assert inline.where_set(("base", "sha256")) == "bases.early.base.sha256 in study.yaml"
+    assert inline.where_set(("base", "path")) == "base.path in config.yaml"
+    filed = config_layers.ConfigLayers((*common, ("late.yaml (bases.late)", {"base": {"sha256": "c"}})))
+    assert filed.where_set(("base", "sha256")) == "base.sha256 in late.yaml"
+    typed = config_layers.ConfigLayers((*common, ("--config", {"base": {"sha256": "d"}})))
+    assert typed.where_set(("base", "sha256")) == "base.sha256 in --config"
+
+
 def test_command_line_values_get_the_types_the_schema_wants(default):
     """What Snakemake hands over for --config 'train={rank: 8, lr: 1e-3, seeds: [1, 2], ...}' (BaseLoader strings)."""
     overrides = {"train": {"rank": "8", "lr": "1e-3", "seeds": ["1", "2"], "gradient_checkpointing": "true",

@@ -1,3 +1,4 @@
+import json
 import shutil
 
 import pytest
@@ -125,3 +126,17 @@ def test_missing_weights_are_named_and_a_mismatch_names_files_no_loader_reads(ba
     message = str(err.value)
     assert "missing weights: no *.safetensors or *.bin file" in message and "mismatch" not in message
     assert "tokenizer" not in message
+
+
+def test_a_mismatch_names_the_key_and_file_that_set_the_hash(base_copy, monkeypatch):
+    where = {"path": "bases.early.base.path in study.yaml", "sha256": "bases.early.base.sha256 in study.yaml"}
+    monkeypatch.setenv(verify.KEYS_ENV, json.dumps({"results/bases/early/base/verified.json": where}))
+    keys = verify.keys_from_environment("results/bases/early/base/verified.json")
+    assert keys == where
+    with pytest.raises(verify.ChecksumError) as err:
+        verify.verify_base(str(base_copy), "0" * 64, keys)
+    assert "mismatch for bases.early.base.sha256 in study.yaml" in str(err.value)
+    assert "put the actual hash in bases.early.base.sha256 in study.yaml" in str(err.value)
+    assert "config.yaml" not in str(err.value)
+    # an output the workflow did not announce: config.yaml's keys
+    assert verify.keys_from_environment("results/base/verified.json")["sha256"] == "base.sha256 in config.yaml"

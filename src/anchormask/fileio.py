@@ -26,6 +26,16 @@ class InputError(ValueError):
     """Bad input: the message names the file, the place and the fix."""
 
 
+@contextlib.contextmanager
+def stops_plainly():
+    """Bad input found while the workflow is read ends the run with its message alone: Snakemake would print
+    the frames the error passed through after it, and the message already names the file, key and fix."""
+    try:
+        yield
+    except InputError as err:
+        raise SystemExit(f"{type(err).__name__}: {err}") from None
+
+
 def canonical_json(obj: Any) -> str:
     """One JSON text per object: sorted keys, no spaces, ASCII; byte-stable across runs."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)

@@ -14,15 +14,16 @@ from anchormask.settings import config as study_config
 # The config Snakemake read, with `bases:`; then each base's merged config, checked as a whole (its
 # errors name the base, the layer file and the key), with the schema's defaults filled in.
 # The checks of anchormask.settings.checks, as common.smk runs them for one study, here per base.
-CONFIG_LAYERS = study_checks.command_line_config(config, workflow.config_settings)
-BASE_STUDIES = study_bases.studies(config, CONFIG_LAYERS)  # each base's merged config validated, its base checked
-ANCHOR_LENGTHS = {}
-for _base in BASE_STUDIES:
-    with study_bases.naming(_base):
-        ANCHOR_LENGTHS[_base.name] = study_checks.check_study(_base.config, validate)
-study_bases.refuse_unloadable(BASE_STUDIES)
-if workflow.is_main_process:
-    study_checks.report_once([(f"bases.{b.name}: ", b.config, ANCHOR_LENGTHS[b.name]) for b in BASE_STUDIES])
+with study_io.stops_plainly():
+    CONFIG_LAYERS = study_checks.command_line_config(config, workflow.config_settings)
+    BASE_STUDIES = study_bases.studies(config, CONFIG_LAYERS)  # each base's merged config validated, its base checked
+    ANCHOR_LENGTHS = {}
+    for _base in BASE_STUDIES:
+        with study_bases.naming(_base):
+            ANCHOR_LENGTHS[_base.name] = study_checks.check_study(_base.config, validate)
+    study_bases.refuse_unloadable(BASE_STUDIES)
+    if workflow.is_main_process:
+        study_checks.report_once([(f"bases.{b.name}: ", b.config, ANCHOR_LENGTHS[b.name]) for b in BASE_STUDIES])
 
 
 def base_output(base, rule):

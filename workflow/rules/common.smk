@@ -11,6 +11,7 @@ from snakemake.utils import validate
 from anchormask import data as study_data
 from anchormask import fileio as study_io
 from anchormask.harness import tasks as study_lm_eval_tasks
+from anchormask.model import verify as study_verify
 from anchormask.repro import codedigest
 from anchormask.settings import bases as study_bases
 from anchormask.settings import checks as study_checks
@@ -22,18 +23,19 @@ from anchormask import study
 # before loading its module, and the module's config is that merged config.
 BASE_STUDY = study_bases.loading_now()
 if BASE_STUDY is None:
-    # The checks every study passes (anchormask.settings.checks; bases_common.smk runs them per base).
-    CONFIG_LAYERS = study_checks.command_line_config(config, workflow.config_settings)
-    study_config.check_base(config, CONFIG_LAYERS.source_of)
-    anchor_lengths = study_checks.check_study(config, validate)
-    if workflow.is_main_process:  # once per run, not in each job's own parse of the workflow
-        study_checks.report_once([("", config, anchor_lengths)])
-        # Task names lm-eval does not know fail inside its jobs otherwise, after a traceback.
-        unknown_tasks = study_lm_eval_tasks.unknown_tasks(config["lm_eval"]["tasks"])
-        if unknown_tasks:
-            raise study_config.ConfigError(
-                f"{CONFIG_LAYERS.source_of(('lm_eval', 'tasks'))}: lm_eval.tasks: {'; '.join(unknown_tasks)}"
-            )
+    with study_io.stops_plainly():
+        # The checks every study passes (anchormask.settings.checks; bases_common.smk runs them per base).
+        CONFIG_LAYERS = study_checks.command_line_config(config, workflow.config_settings)
+        study_config.check_base(config, CONFIG_LAYERS.source_of)
+        anchor_lengths = study_checks.check_study(config, validate)
+        if workflow.is_main_process:  # once per run, not in each job's own parse of the workflow
+            study_checks.report_once([("", config, anchor_lengths)])
+            # Task names lm-eval does not know fail inside its jobs otherwise, after a traceback.
+            unknown_tasks = study_lm_eval_tasks.unknown_tasks(config["lm_eval"]["tasks"])
+            if unknown_tasks:
+                raise study_config.ConfigError(
+                    f"{CONFIG_LAYERS.source_of(('lm_eval', 'tasks'))}: lm_eval.tasks: {'; '.join(unknown_tasks)}"
+                )
 else:
     CONFIG_LAYERS = BASE_STUDY.layers
 CONFIG_SOURCES = CONFIG_LAYERS.source_of
@@ -54,6 +56,20 @@ def in_results(path):
     """A results/ path as this study's jobs see it: under results/bases/<name>/ in a run with several bases.
     Snakemake rewrites inputs, outputs and logs itself; a param that carries a path goes through here."""
     return path if BASE_STUDY is None else BASE_STUDY.in_results(path)
+
+
+def announce_base_keys():
+    """Tell verify_base (a localrule: it inherits this environment) which layer set base.path and base.sha256,
+    so that a mismatch names the file to edit; an environment variable, not a param, so that moving a key
+    between layers reruns nothing."""
+    keys = json.loads(os.environ.get(study_verify.KEYS_ENV) or "{}")
+    keys[in_results("results/base/verified.json")] = {
+        key: CONFIG_LAYERS.where_set(("base", key)) for key in ("path", "sha256")
+    }
+    os.environ[study_verify.KEYS_ENV] = json.dumps(keys, sort_keys=True)
+
+
+announce_base_keys()
 
 
 def as_json(obj):

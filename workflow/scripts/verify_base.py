@@ -9,7 +9,7 @@ from anchormask.repro import runlog
 def main(smk):
     runlog.log_to(smk.log[0])
     base = json.loads(smk.params.base)
-    verify.write_verified(base["path"], base["sha256"], smk.output[0])
+    verify.write_verified(base["path"], base["sha256"], smk.output[0], verify.keys_from_environment(smk.output[0]))
 
 
 main(snakemake)  # noqa: F821

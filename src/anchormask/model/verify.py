@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
 from anchormask import checksum, fileio
 
+# The workflow puts here, per verified.json it will write, the config key (and file) that set base.path and
+# base.sha256: a message names the layer to edit, and the keys' place is no param, so moving base.sha256 to
+# another layer reruns nothing.
+KEYS_ENV = "ANCHORMASK_BASE_KEYS"
+
 
 class ChecksumError(fileio.InputError):
-    """The base on disk is not the base that config.yaml pins."""
+    """The base on disk is not the base that the config pins."""
 
 
 # What a Hugging Face checkpoint folder holds: the file names a loader reads.
@@ -21,8 +28,6 @@ OTHER = ("config.json", "generation_config.json", "*.py", "chat_template.*")
 
 
 def _matches(name: str, patterns) -> bool:
-    from fnmatch import fnmatch
-
     return any(fnmatch(Path(name).name, pattern) for pattern in patterns)
 
 
@@ -140,16 +145,25 @@ def _strangers(manifest: dict[str, str]) -> list[str]:
     return [f"not a checkpoint file, added to the folder?: {', '.join(extra)}"] if extra else []
 
 
-def verify_base(path: str, expected: str) -> dict[str, Any]:
+def keys_from_environment(output: str) -> dict[str, str]:
+    """Where the config set base.path and base.sha256 for the job writing ``output``, as the workflow put it in
+    the environment (``KEYS_ENV``); the config.yaml keys when it did not."""
+    found = json.loads(os.environ.get(KEYS_ENV) or "{}").get(output, {})
+    return {key: found.get(key, f"base.{key} in config.yaml") for key in ("path", "sha256")}
+
+
+def verify_base(path: str, expected: str, keys: dict[str, str] | None = None) -> dict[str, Any]:
     """The verification record (no timestamps: an unchanged base gives the same bytes).
 
+    ``keys``: where the config set base.path and base.sha256 (``keys_from_environment``), for the messages.
     Missing files are named before the hashes are compared: "the tokenizer is missing" says
     more than a mismatch over the files that are there."""
+    keys = keys or {"path": "base.path in config.yaml", "sha256": "base.sha256 in config.yaml"}
     root = Path(path)
     missing = missing_files(root)
     if missing:
         raise ChecksumError(
-            f"{root}: the checkpoint folder (base.path in config.yaml) lacks files its loader needs:\n"
+            f"{root}: the checkpoint folder ({keys['path']}) lacks files its loader needs:\n"
             + "".join(f"  missing {item}\n" for item in missing) +
             "  Restore them from where the checkpoint came from (the model's download; `git checkout -- "
             f"{root}` for the embedded base), or point base.path at a complete checkpoint folder.")
@@ -163,12 +177,12 @@ def verify_base(path: str, expected: str) -> dict[str, Any]:
     actual = checksum.manifest_sha256(manifest)
     if actual != expected:
         raise ChecksumError(
-            f"{root}: manifest SHA-256 mismatch for base.sha256 in config.yaml\n"
+            f"{root}: manifest SHA-256 mismatch for {keys['sha256']}\n"
             f"  expected {expected}\n  actual   {actual}\n"
             f"  files: " + ", ".join(f"{name} {digest[:12]}" for name, digest in manifest.items()) + "\n"
             + "".join(f"  {line}\n" for line in _strangers(manifest)) +
             "  The checkpoint changed or is not the one pinned. If you replaced it on purpose, put the actual "
-            "hash in base.sha256 (`anchormask hash " + str(root) + "` prints it); otherwise restore the files.")
+            f"hash in {keys['sha256']} (`anchormask hash {root}` prints it); otherwise restore the files.")
     return {
         "path": str(root), "sha256": actual, "hash": "manifest: sha256 of sorted '<path>\\t<sha256>\\n' lines",
         "files": {name: {"sha256": digest, "bytes": (root / name).stat().st_size}
@@ -176,5 +190,5 @@ def verify_base(path: str, expected: str) -> dict[str, Any]:
     }
 
 
-def write_verified(path: str, expected: str, out: str) -> None:
-    fileio.write_json(out, verify_base(path, expected))
+def write_verified(path: str, expected: str, out: str, keys: dict[str, str] | None = None) -> None:
+    fileio.write_json(out, verify_base(path, expected, keys))

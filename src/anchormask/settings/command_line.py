@@ -17,6 +17,7 @@ config files Snakemake did read (a target that exists and parses as YAML, such a
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Sequence
@@ -167,6 +168,32 @@ def _content_problems(option: str, name: str, path: Path) -> list[str]:
     return []
 
 
+CONFIG_SUFFIXES = (".yaml", ".yml")  # the workflow writes no YAML: such a target is a config file misplaced
+
+
+def is_config_file(word: str, cwd: str | Path = ".") -> bool:
+    return Path(word).suffix.lower() in CONFIG_SUFFIXES and (Path(cwd) / word).is_file()
+
+
+def misplaced_config_file(name: str, attached_to: str | None = None) -> str:
+    """The message for a config file that Snakemake reads as a target: after `--configfile=A` the option
+    has taken its one value, so the next word is a target."""
+    fix = f" (--configfile {attached_to} {name}, or --configfile={attached_to} --configfile={name})" \
+        if attached_to else f" (--configfile={name})"
+    return (f"{name} is read as a target, not a config file: list it after --configfile without '='{fix}; "
+            "as a target it has no rule, and the config is checked without it")
+
+
+def _words_after_attached(argv: Sequence[str], occ: Occurrence, cwd: Path) -> list[str]:
+    """The config files among the words after ``--configfile=A`` up to the next option: targets to Snakemake."""
+    if not occ.attached:
+        return []
+    stop = occ.stop
+    while stop < len(argv) and not argv[stop].startswith("-"):
+        stop += 1
+    return [misplaced_config_file(w, occ.values[0]) for w in argv[occ.stop:stop] if is_config_file(w, cwd)]
+
+
 def problems(argv: Sequence[str], cwd: str | Path = ".") -> list[str]:
     """What is wrong with the --config / --configfile options of a snakemake argument list, each with
     the corrected command; empty when they read as meant."""
@@ -175,15 +202,20 @@ def problems(argv: Sequence[str], cwd: str | Path = ".") -> list[str]:
         if occ.option in CONFIG:
             found += _config_problems(argv, occ)
         else:
-            found += _configfile_problems(argv, occ, Path(cwd))
+            found += _configfile_problems(argv, occ, Path(cwd)) + _words_after_attached(argv, occ, Path(cwd))
     return found
 
 
-def check_configfiles(configfiles: Sequence[str | Path], cwd: str | Path = ".") -> None:
+def check_configfiles(configfiles: Sequence[str | Path], argv: Sequence[str] = (),
+                      cwd: str | Path = ".") -> None:
     """InputError for a --configfile that is a target (it existed and parsed, so Snakemake read it as
-    config): called at the top of the Snakefile, before the config is validated."""
-    import os
-
+    config), and for a config file that ``argv`` (Snakemake's command line) puts after ``--configfile=A``,
+    which Snakemake reads as a target: called at the top of the Snakefile, before the config is validated
+    and blames A's keys for what the misplaced file sets."""
+    misplaced = [p for occ in occurrences(argv) if occ.option in CONFIGFILE
+                 for p in _words_after_attached(argv, occ, Path(cwd))]
+    if misplaced:
+        raise InputError("; ".join(misplaced))
     given = [os.path.relpath(f, cwd) for f in configfiles]
     targets = [f for f in given if looks_like_target(f)]
     if targets:

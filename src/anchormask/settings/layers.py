@@ -35,6 +35,15 @@ class ConfigLayers:
                     return name
         return self.layers[0][0]
 
+    def where_set(self, path: KeyPath) -> str:
+        """``path`` as the winning source spells it, and that source: ``base.sha256 in config/bases/x.yaml``;
+        for an inline entry of ``bases:``, ``bases.early.base.sha256 in`` the file that holds the entry."""
+        key, name = ".".join(path), self.source_of(path)
+        if name.startswith("bases.") and " " not in name:
+            outer = ConfigLayers(tuple(layer for layer in self.layers if layer[0] != name))
+            return f"{name}.{key} in {outer.source_of(tuple(name.split('.')))}"
+        return f"{key} in {name.split(' (bases.')[0]}"
+
     def sets(self, path: KeyPath) -> bool:
         """Some source sets ``path`` itself (not merely a default the schema fills in)."""
         return any(has_path(content, path) for _, content in self.layers)
