@@ -256,8 +256,8 @@ def _remote_failure(path: Path, raw: dict, err: Exception) -> BackboneError:
     return BackboneError(
         f"{path}: {code} failed to load under transformers {transformers.__version__}: "
         f"{type(err).__name__}: {err}. LLaDA's and Dream's modelling code was written for transformers "
-        f"4.38-4.46; install the pinned 4.x set: pip install -r {REMOTE_REQUIREMENTS} (README \"Using a real "
-        "base\")")
+        f"4.38-4.46; install the pinned 4.x set: pip install -r {REMOTE_REQUIREMENTS} (docs/real-bases.md, "
+        "\"Using a real base\")")
 
 
 def load_tokenizer(path: Path, trust_remote_code: bool):

@@ -36,8 +36,9 @@ class ConfigLayers:
         return self.layers[0][0]
 
     def where_set(self, path: KeyPath) -> str:
-        """``path`` as the winning source spells it, and that source: ``base.sha256 in config/bases/x.yaml``;
-        for an inline entry of ``bases:``, ``bases.early.base.sha256 in`` the file that holds the entry."""
+        """``path`` as the winning source spells it, and that source: ``base.sha256 in
+        config/bases/llada-8b-base.yaml``; for an inline entry of ``bases:``, ``bases.early.base.sha256 in``
+        the file that holds the entry."""
         key, name = ".".join(path), self.source_of(path)
         if name.startswith("bases.") and " " not in name:
             outer = ConfigLayers(tuple(layer for layer in self.layers if layer[0] != name))
