@@ -71,6 +71,10 @@ def test_headline_figures_and_report_exist(tiny_study):
     snakemake(tiny_study, "--configfile", TINY, "--report", "results/report.html")
     html = (tiny_study / "results" / "report.html").read_text(errors="replace")
     assert "sweep.png" in html and "headline.md" in html and "samples.md" in html
+    # every trained adapter's curve: one panel per arm with an adapter and one per sweep strategy
+    assert (tiny_study / "results" / "figures" / "training.png").read_bytes()[:4] == b"\x89PNG"
+    page = (tiny_study / "results" / "report" / "paper.html").read_text()
+    assert 'alt="training.png"' in page and "Training curves: each adapter's masked-token loss" in page
     # the landing page is the study on one page, sections in order
     order = [html.find(t) for t in ("1. Headline results", "2. Samples", "3. Figures", "4. Base evaluation",
                                      "5. Mechanism probes")]

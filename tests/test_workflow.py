@@ -47,6 +47,7 @@ def test_default_dag_has_one_job_per_training_config_and_arm(default_dag, defaul
     assert jobs["retrieve"] == 1 + len(held_out) + (len(held_out) if cfg["data"]["alt_queries_dir"] else 0)
     assert jobs["verify_base"] == 1 and jobs["aggregate"] == 1 and jobs["statistics"] == 1
     assert jobs["figure"] == 3  # main, sweep, ablation
+    assert jobs["training_curves"] == 1
     assert jobs["samples"] == 1 and jobs["paper"] == 1
     # one job per probed arm (the base, anchor and random arms: schema, probes.maskcount_k), every k in it
     assert jobs["probe_maskcount_generate"] == len({"base", "anchor", "random"} & set(cfg["arms"]))

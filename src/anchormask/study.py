@@ -193,6 +193,20 @@ def adapter_arms(config: dict[str, Any]) -> list[str]:
     return [a for a, spec in config["arms"].items() if spec["strategy"] is not None]
 
 
+def training_curves(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The training figure's lines, one per trained adapter: a panel per arm with an adapter (a line per
+    seed), then a panel per sweep strategy (a line per size and seed; ``run`` names the training run that
+    the sweep's step counts share, whose longest adapter logs them all)."""
+    seeds = len(config["sweep"].get("seeds") or config["train"]["seeds"]) > 1
+    curves = [{"panel": arm, "label": f"seed {j.seed}", "run": j.id, "steps": j.steps, "path": j.path}
+              for arm in adapter_arms(config) for j in arm_adapters(config, arm)]
+    for strategy, size, steps in sweep_points(config):
+        for j in sweep_adapters(config, strategy, size, steps):
+            curves.append({"panel": f"sweep: {strategy}", "label": f"n{size}" + (f" seed {j.seed}" if seeds else ""),
+                           "run": f"n{size}_seed{j.seed}", "steps": steps, "path": j.path})
+    return curves
+
+
 def attention_arms(config: dict[str, Any]) -> list[str]:
     """probes.attention_arms; the schema's default list (which names the default study's arms) keeps the
     arms this config defines. settings.config refuses an unknown arm in any other list."""

@@ -168,6 +168,7 @@ def default_targets():
         rules.samples.output[0],
         rules.paper.output[0],
         expand([rules.figure.output.pdf, rules.figure.output.png], figure=FIGURES),
+        [rules.training_curves.output.pdf, rules.training_curves.output.png],
         probe_targets(),
         lm_eval_targets(),
     ]
@@ -239,6 +240,11 @@ def lora_specs(arms):
     return [
         {"arm": a, **config["arms"][a], "path": in_results(j.path)} for a in arms for j in study.arm_adapters(config, a)
     ]
+
+
+def training_curve_specs():
+    """The training figure's lines (study.training_curves), their adapters' paths as this study's jobs see them."""
+    return [{**c, "path": in_results(c["path"])} for c in study.training_curves(config)]
 
 
 def maskcount_new_k(runs):

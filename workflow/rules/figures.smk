@@ -30,3 +30,30 @@ rule figure:
         sweep_strategies=lambda wc: as_json(config["sweep"]["strategies"] if wc.figure == "sweep" else None),
     script:
         "../scripts/figure.py"
+
+
+# Every adapter's loss and mask ratio per step (train_log.tsv), one panel per arm and per sweep strategy.
+rule training_curves:
+    input:
+        adapters=[c["path"] for c in study.training_curves(config)],
+    output:
+        pdf="results/figures/training.pdf",
+        png=report(
+            "results/figures/training.png",
+            caption="../report/training.rst",
+            category="3. Figures",
+        ),
+    log:
+        "results/logs/figure/training.log",
+    benchmark:
+        "results/benchmarks/figure/training.tsv"
+    localrule: True
+    conda:
+        ENV
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        curves=as_json(training_curve_specs()),
+    script:
+        "../scripts/training_curves.py"

@@ -7,6 +7,8 @@ rule paper:
         samples=rules.samples.output[0],
         figures=expand(rules.figure.output.png, figure=FIGURES),
         caption="workflow/report/figure.rst",
+        training=rules.training_curves.output.png,
+        training_caption="workflow/report/training.rst",
         probes=rules.probe_summary.output[0],
         base_eval=base_eval_input(),
     output:

@@ -14,7 +14,8 @@ def main(smk):
     base_eval = Path(smk.input.base_eval[0]).read_text() if smk.input.base_eval else None
     text = paper.paper_html(Path(smk.input.headline).read_text(), Path(smk.input.samples).read_text(), figures,
                             Path(smk.input.caption).read_text(), Path(smk.input.probes).read_text(), base_eval,
-                            confidence=float(smk.params.confidence))
+                            confidence=float(smk.params.confidence),
+                            training=(smk.input.training, Path(smk.input.training_caption).read_text()))
     fileio.write_text(smk.output[0], text)
     logging.info("wrote %s (%d figures, base evaluation %s)", smk.output[0], len(figures),
                  "included" if base_eval is not None else "not available")

@@ -2,6 +2,7 @@
 
 * ``style``: how every figure looks and is saved (byte-stable PDF and PNG).
 * ``figures``: the study's figures (main, sweep, ablation).
+* ``curves``: the training curves (every adapter's loss and mask ratio per step).
 * ``probe_figures``: the probes' figures (attention heatmaps, LoRA allocation, mask count).
 * ``markdown``: table cells and the headline tables (results/tables/headline.md), the base evaluation.
 * ``probe_markdown``: the mask-count table and the probes' summary (results/probes/summary.md).

@@ -82,14 +82,18 @@ def _demote(markdown: str) -> str:
 
 
 def paper_html(headline: str, samples: str, figures: Sequence[tuple[str, str | Path]], figure_caption: str,
-               probes: str, base_eval: str | None, *, confidence: float) -> str:
+               probes: str, base_eval: str | None, *, confidence: float,
+               training: tuple[str | Path, str] | None = None) -> str:
     """The page: headline tables, samples, figures with captions, base evaluation, probes' summary.
 
     ``figures`` are (name, PNG path) pairs; ``figure_caption`` the text of workflow/report/figure.rst;
+    ``training`` the training curves' PNG and the text of workflow/report/training.rst, after the figures;
     ``base_eval`` the markdown of results/base_eval/summary.md, None while the study has none;
     ``confidence`` the figures' interval level (``statistics.confidence``), which the captions state.
     """
-    figure_body = "\n".join(figure_html(png, caption_html(figure_caption, name, confidence)) for name, png in figures)
+    captioned = [(png, figure_caption, name) for name, png in figures]
+    captioned += [(training[0], training[1], "training")] if training else []
+    figure_body = "\n".join(figure_html(png, caption_html(text, name, confidence)) for png, text, name in captioned)
     base_body = (markdown_html(_demote(base_eval)) if base_eval is not None else
                  '<p class="am-missing">Not available: this study has no base evaluation '
                  "(<code>results/base_eval/summary.md</code>).</p>")
