@@ -32,8 +32,8 @@ from helpers import TINY, flip_one_byte, snakemake, snakemake_cli
 
 ANCHOR_LR = "train: {overrides: {anchor: {lr: 0.02}}}\n"
 GENERATION_STEPS = "generation: {steps: 2}\n"
-# Rules that read neither generations nor anything made from them.
-UPSTREAM_OF_GENERATION = {"verify_base", "retrieve", "train_adapter", "probe_lora"}
+# Rules that read neither generations nor anything made from them (training_curves reads the adapters only).
+UPSTREAM_OF_GENERATION = {"verify_base", "retrieve", "train_adapter", "probe_lora", "training_curves"}
 
 
 @dataclass
@@ -394,7 +394,7 @@ EDITS = {  # name -> (edit of src/anchormask, the rules it plans)
     "stats: new unused function": (_append("stats/bootstrap.py", "\n\ndef _unused():\n    return 1\n"),
                                    STATISTICS_ON),
     "masking: real change": (_append("training/masking.py", "\n_EDITED = 1\n"),
-                             {"train_adapter", "probe_lora"} | GENERATION_JOBS | GENERATIONS_ON),
+                             {"train_adapter", "probe_lora", "training_curves"} | GENERATION_JOBS | GENERATIONS_ON),
     "figures: real change": (_append("reporting/figures.py", "\n_EDITED = 1\n"), {"figure", "paper", "probe_summary"}),
     "verify: real change": (_append("model/verify.py", "\n_EDITED = 1\n"), ("every rule but", {"retrieve"})),
 }
