@@ -9,6 +9,7 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 from anchormask.fileio import stops_plainly
+from anchormask.settings import leftovers
 from anchormask.settings.command_line import check_configfiles
 from anchormask.settings.config import yaml_file
 
@@ -50,3 +51,9 @@ else:
         default_target: True
         input:
             default_targets(),
+
+
+# Outputs an earlier configuration left under results/ look like this study's: name them at the end of a
+# run of the default target (`anchormask audit check` lists them at any time).
+onsuccess:
+    sys.stderr.write(leftovers.after_run(workflow.dag.jobs, workflow.dag_settings.targets))

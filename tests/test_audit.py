@@ -106,6 +106,7 @@ class Rerun:
     before: dict
     after: dict
     seconds: float
+    said: str  # the run's stderr
 
 
 @pytest.fixture(scope="module")
@@ -120,11 +121,24 @@ def anchor_rerun(tiny_study, tmp_path_factory) -> Rerun:
     repo = copy_study(tiny_study, tmp / "repo")
     lr = overlay(tmp, "lr.yaml", ANCHOR_LR)
     planned = dry_run(repo, lr)
+    for leftover in LEFTOVERS:  # what an earlier configuration left
+        (repo / leftover).parent.mkdir(parents=True, exist_ok=True)
+        (repo / leftover).write_text("from an earlier configuration\n")
     before = audit.build_manifest("results", repo)
     start = time.monotonic()
-    snakemake(repo, "--cores", "2", "--configfile", TINY, lr)
+    proc = snakemake(repo, "--cores", "2", "--configfile", TINY, lr)
     seconds = time.monotonic() - start
-    return Rerun(repo, lr, planned, before, audit.build_manifest("results", repo), seconds)
+    return Rerun(repo, lr, planned, before, audit.build_manifest("results", repo), seconds, proc.stderr)
+
+
+LEFTOVERS = ("results/tables/headline_of_another_study.md", "results/adapters/anchor_full_n999_s1_seed1/train_log.tsv")
+
+
+@pytest.mark.slow
+def test_3_the_run_names_the_outputs_an_earlier_configuration_left(anchor_rerun):
+    said = anchor_rerun.said[anchor_rerun.said.index("2 output(s) under results/ that the current configuration"):]
+    assert said.splitlines()[1:3] == ["  results/adapters/anchor_full_n999_s1_seed1/",
+                                      "  results/tables/headline_of_another_study.md"]
 
 
 @pytest.mark.unit
@@ -441,12 +455,17 @@ def test_8_a_deleted_adapter_is_reported_by_the_audit_and_its_fix_works(tiny_stu
     shutil.rmtree(repo / SWEEP_ADAPTER)
     assert dry_run(repo) == []  # Snakemake accepts a missing intermediate: hence the audit
     capsys.readouterr()
-    assert cli(["audit", "check", "--workdir", str(repo)]) == 1
+    check = ["audit", "check", "--workdir", str(repo), "--", "--configfile", TINY]
+    assert cli(check) == 1
     out = capsys.readouterr().out
     print(f"\n[audit] 8 deleted adapter:\n{out}")
     assert f"{SWEEP_ADAPTER}: the adapter folder is missing" in out and SWEEP_GENERATION in out
+    assert "Every output under results/ is one the current configuration produces" in out
     _rebuild_as_told(repo, out)
-    assert cli(["audit", "check", "--workdir", str(repo)]) == 0
+    (repo / "results/tables/of_an_earlier_configuration.md").write_text("x\n")
+    assert cli(check) == 0
+    assert "1 output(s) under results/ that the current configuration does not produce" in capsys.readouterr().out
+    (repo / "results/tables/of_an_earlier_configuration.md").unlink()
     result = audit.compare_manifests(before, audit.build_manifest("results", repo))
     assert not result["changed"] and not result["added"] and not result["removed"], result
 

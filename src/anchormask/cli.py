@@ -6,7 +6,8 @@ should are both questions about bytes; these subcommands answer them without Sna
     anchormask hash DIR                                manifest hash of a checkpoint directory
     anchormask audit manifest [--results R] [-o FILE]  JSON manifest of every output under R
     anchormask audit compare OLD NEW                   changed / unchanged / added / removed
-    anchormask audit check [--results R]               missing or altered intermediates (exit 1 if any)
+    anchormask audit check [--results R] [-- ARGS]     missing or altered intermediates (exit 1 if any); outputs
+                                                       the configuration (config.yaml + ARGS) does not produce
     anchormask audit why [--results R]                 per rule, the modules whose code changed since it ran
     anchormask evaluate-base [--base DIR] [-o DIR]     quality gates of a base (base_eval.py)
     anchormask run [SNAKEMAKE ARGS ...]                check --config / --configfile, then run snakemake
@@ -29,7 +30,7 @@ from anchormask.harness import model, tasks  # noqa: F401  (model registers `anc
 from anchormask.model import modeljob
 from anchormask.reporting.markdown import base_evaluation_markdown
 from anchormask.repro import runlog
-from anchormask.settings import audit, command_line, config
+from anchormask.settings import audit, command_line, config, leftovers
 
 
 def _hash(args: argparse.Namespace) -> int:
@@ -67,9 +68,24 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    found = audit.check_intermediates(*_results_in_workdir(args))
+    results, workdir = _results_in_workdir(args)
+    found = audit.check_intermediates(results, workdir)
     sys.stdout.write(audit.format_check(found))
+    _report_leftovers(results, workdir, [a for a in args.snakemake_args if a != "--"])
     return 1 if found else 0
+
+
+def _report_leftovers(results: str, workdir: str, snakemake_args: list[str]) -> None:
+    """The outputs the current configuration (config.yaml and ``snakemake_args``) does not produce."""
+    if not (Path(workdir) / "Snakefile").is_file():
+        sys.stdout.write(f"(no Snakefile in {workdir}: outputs of earlier configurations are not looked for)\n")
+        return
+    try:
+        produced = leftovers.produced_by_summary(snakemake_program(), snakemake_args, workdir)
+    except fileio.InputError as err:
+        sys.stdout.write(f"outputs of earlier configurations not looked for: {err}\n")
+        return
+    sys.stdout.write(leftovers.format_leftovers(leftovers.leftovers(produced, results, workdir), results))
 
 
 def _why(args: argparse.Namespace) -> int:
@@ -188,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       "adapters whose files no longer match their recorded hashes; exits 1 if any")
     k.add_argument("--results", default="results", help="results directory, relative to --workdir")
     k.add_argument("--workdir", default=".", help="the Snakemake working directory (holds .snakemake/)")
+    k.add_argument("snakemake_args", nargs=argparse.REMAINDER,
+                   help="after --: your run's --configfile / --config options, so that outputs the current "
+                        "configuration does not produce (an earlier one's) are listed")
     k.set_defaults(func=_check)
     w = asub.add_parser("why", help="per rule, the outputs whose job's code changed since it ran and the modules "
                                     "whose code changed (a comment or docstring is no change); always exits 0")

@@ -7,6 +7,7 @@
   for each base of several), and what the main process reports once per run.
 * ``anchors``: the statements too long to serve as an anchor, and the anchors generation will cut.
 * ``audit``: manifests of a results tree, their comparison across reruns, why a job reruns.
+* ``leftovers``: the outputs under results/ that the current configuration does not produce.
 * ``bases``: the ``bases:`` mapping, each base's merged and checked configuration.
 * ``command_line``: checks of a snakemake command line that Snakemake would answer with a traceback.
 """
