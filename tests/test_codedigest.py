@@ -117,7 +117,10 @@ def test_what_does_not_run_does_not_change_the_digest(tmp_path, edit):
     lambda t: t.replace("x * scale", "scale * x"),
     lambda t: t.replace("import json\n", "import json\nimport sys\n"),
     lambda t: t + "\n\ndef unused():\n    return 1\n",
-], ids=["constant", "default", "string", "expression", "new-import", "new-function"])
+    lambda t: t.replace('    name = "c"', '    name: str = "c"'),
+    lambda t: t.replace("import os\n", "import os\n\nWIDTH: int = 3\n"),
+], ids=["constant", "default", "string", "expression", "new-import", "new-function", "class-field-annotation",
+        "module-annotation"])
 def test_every_change_to_what_runs_changes_the_digest_of_that_module_only(tmp_path, edit):
     pkg, script = write_package(tmp_path, {"__init__.py": "", "mod.py": MODULE, "other.py": "Y = 1\n"},
                                 "from anchormask import mod, other\n")
@@ -125,6 +128,22 @@ def test_every_change_to_what_runs_changes_the_digest_of_that_module_only(tmp_pa
     (pkg / "mod.py").write_text(edit(MODULE))
     after = json.loads(digest(script, pkg))
     assert [label for label in before if before[label] != after[label]] == ["mod"]
+
+
+TYPED = "from __future__ import annotations\n\n\ndef f(x, scale=2):\n    y = x * scale\n    return y\n"
+EVALUATED = TYPED.replace("from __future__ import annotations\n", "")
+
+
+@pytest.mark.parametrize("before, after, counts", [
+    (TYPED, TYPED.replace("def f(x, scale=2):", "def f(x: float, scale: int = 2) -> float:"), False),
+    (TYPED, TYPED.replace("    y = x", "    y: float = x"), False),
+    (EVALUATED, EVALUATED.replace("    y = x", "    y: float = x"), False),
+    # evaluated when the function is defined (a name it uses must exist): code
+    (EVALUATED, EVALUATED.replace("def f(x,", "def f(x: float,"), True),
+], ids=["signature-postponed", "local-variable", "local-variable-evaluated-module", "signature-evaluated"])
+def test_type_annotations_count_only_where_python_evaluates_them(before, after, counts):
+    assert before != after
+    assert (codedigest.code_of(after) != codedigest.code_of(before)) == counts
 
 
 def test_a_module_that_reads_its_docstring_counts_it_as_code(tmp_path):

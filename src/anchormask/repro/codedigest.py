@@ -8,12 +8,14 @@ written by hand: the script's ``anchormask`` imports, followed transitively thro
 ``probes/lora.py``), and loading a module of a subpackage runs the subpackage's ``__init__`` too.
 
 What counts as a change is what runs: each module's (and the script's) syntax tree with its
-docstrings removed and each run of import statements sorted, so comments, docstrings, formatting
-and the order of an import list rerun nothing, while any change to an expression, a default, a
-constant or a string the code uses does. A module that reads its own ``__doc__`` keeps its
-docstrings. A module's data are the files it declares in a literal ``DATA_FILES`` tuple (paths
-relative to its folder): a YAML file by its parsed content, any other by its bytes; nothing else
-that lies in a package folder (an editor's swap file, a ``.DS_Store``) counts.
+docstrings and its never-evaluated type annotations removed (a local variable's; a signature's where
+the module has ``from __future__ import annotations``) and each run of import statements sorted, so
+comments, docstrings, type annotations, formatting and the order of an import list rerun nothing,
+while any change to an expression, a default, a constant or a string the code uses does. A module
+that reads its own ``__doc__`` keeps its docstrings. A module's data are the files it declares in a
+literal ``DATA_FILES`` tuple (paths relative to its folder): a YAML file by its parsed content, any
+other by its bytes; nothing else that lies in a package folder (an editor's swap file, a ``.DS_Store``)
+counts.
 
 The param is canonical JSON, ``{label: digest}`` with one 16-hex-digit digest per module (labels
 ``__init__``, ``data``, ``model.backbone``, ``script:train_adapter.py``), so ``anchormask audit why``
@@ -141,10 +143,6 @@ def _is_docstring(node: ast.stmt) -> bool:
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 
-def _is_import(node: ast.stmt) -> bool:
-    return isinstance(node, (ast.Import, ast.ImportFrom))
-
-
 def _canonical_body(body: list[ast.stmt], drop_docstring: bool) -> list[ast.stmt]:
     """A body without its docstring, each run of consecutive imports sorted (names within one too)."""
     if drop_docstring and body and _is_docstring(body[0]):
@@ -152,7 +150,7 @@ def _canonical_body(body: list[ast.stmt], drop_docstring: bool) -> list[ast.stmt
     out: list[ast.stmt] = []
     run: list[ast.stmt] = []
     for node in [*body, None]:
-        if node is not None and _is_import(node):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
             node.names.sort(key=lambda alias: (alias.name, alias.asname or ""))
             run.append(node)
             continue
@@ -163,11 +161,57 @@ def _canonical_body(body: list[ast.stmt], drop_docstring: bool) -> list[ast.stmt
     return out or [ast.Pass()]
 
 
+def _postpones_annotations(tree: ast.Module) -> bool:
+    return any(isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations"
+                                                                                  for a in n.names)
+               for n in tree.body)
+
+
+class _UnevaluatedAnnotations(ast.NodeTransformer):
+    """Drops the type annotations that never run: a local variable's always (Python does not evaluate
+    them; ``y: int = v`` in a function is ``y = v``), a signature's where the module postpones annotations
+    (``from __future__ import annotations``). A class's annotations (a dataclass's fields) and a module's
+    are kept."""
+
+    def __init__(self, postponed: bool):
+        self.postponed, self.in_function = postponed, False
+
+    def _function(self, node):
+        if self.postponed:
+            args = node.args
+            for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+                if arg is not None:
+                    arg.annotation = None
+            node.returns = None
+        return self._inside(node, in_function=True)
+
+    def _inside(self, node, in_function: bool):
+        outer, self.in_function = self.in_function, in_function
+        self.generic_visit(node)
+        self.in_function = outer
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _function
+
+    def visit_ClassDef(self, node):
+        return self._inside(node, in_function=False)
+
+    def visit_AnnAssign(self, node):
+        if not self.in_function:
+            return node
+        if node.value is None:
+            node.annotation = ast.Constant(None)
+            return node
+        return ast.Assign(targets=[node.target], value=node.value)
+
+
 def code_of(source: str) -> str:
     """What a source text runs: its syntax tree without comments, formatting, docstrings (unless the
-    text reads ``__doc__``) or the order of its import lists, as text."""
+    text reads ``__doc__``), type annotations that are never evaluated or the order of its import lists,
+    as text."""
     tree = ast.parse(source)
     keep_docs = any(isinstance(n, ast.Name) and n.id == "__doc__" for n in ast.walk(tree))
+    tree = _UnevaluatedAnnotations(_postpones_annotations(tree)).visit(tree)
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             node.body = _canonical_body(node.body, drop_docstring=not keep_docs)
@@ -243,7 +287,8 @@ def script_code(script: str | Path, package_dir: Path = PACKAGE_DIR) -> dict[str
     """Label -> digest for the script and every package module it loads."""
     script, package_dir = Path(script).resolve(), Path(package_dir).resolve()
     code = {f"{SCRIPT_LABEL}{script.name}": file_digest(script)}
-    code |= {module_label(n): module_digest(n, package_dir) for n in import_closure(script, package_dir)}
+    modules = {n: module_digest(n, package_dir) for n in import_closure(script, package_dir)}
+    code |= {module_label(n): digest for n, digest in modules.items() if digest is not None}
     return dict(sorted(code.items()))
 
 
@@ -299,7 +344,7 @@ def add_code_params(rules, scripts_dir: Path, package_dir: Path = PACKAGE_DIR) -
 
 def _folder_imports(path: Path) -> list[Path]:
     """The modules beside ``path`` that it imports by their plain names (``import x``, ``from x import y``)."""
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names.update(a.name.split(".")[0] for a in node.names)
