@@ -5,10 +5,11 @@ checkpointing interface) with each of its strategies against none, side by side 
 Per shape and strategy: the activation memory the step holds for its backward (the bytes of the
 tensors autograd saves outside checkpointed pieces, counted with torch.autograd.graph.saved_tensors_hooks:
 what a GPU's peak grows by with the batch, exact and machine-independent), the step's time, and the
-largest relative difference of the LoRA gradients from the step without checkpointing. The target:
-checkpointing every block (whole_layer) holds at most half the activations of no checkpointing at
-the larger shape, with gradients equal within 1e-4. Needs transformers 4.x (LLaDA-era remote code,
-``.venv-remote/bin/python -m bench --only checkpointing``); elsewhere one line says it is skipped.
+largest relative difference of the LoRA gradients from the step without checkpointing (reported; that
+they are equal is tests/test_checkpointing.py's to assert). The target: checkpointing every block
+(whole_layer) holds at most half the activations of no checkpointing at the larger shape. Needs
+transformers 4.x (LLaDA-era remote code, ``.venv-remote/bin/python -m bench --only checkpointing``);
+elsewhere one line says it is skipped.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ VOCAB = 4096
 SETTINGS = (False, "whole_layer", "one_in_two", "fine_grained")
 TARGETS = ["q_proj", "k_proj", "v_proj", "attn_out"]  # LoRA on LLaDA's attention projections
 SAVED_TARGET = 2.0  # no checkpointing / whole_layer at the larger shape, at least
-GRAD_TOLERANCE = 1e-4
 
 
 def llada_classes():
@@ -107,8 +107,9 @@ def run(threads: int | None = None) -> tuple[dict, list[Line]]:
             say(f"   {name} {setting}: activations {result['saved_bytes'] / 2**20:.2f} MiB, "
                 f"{result['seconds'] * 1e3:.0f} ms, gradients within {difference:.1e} of none")
             if setting != "False":
-                lines.append(Line(f"checkpointing.{name}.{setting}.grad", difference, "rel", GRAD_TOLERANCE,
-                                  higher=False, note="largest relative LoRA-gradient difference from none"))
+                # equal gradients are asserted by tests/test_checkpointing.py, not judged here
+                lines.append(Line(f"checkpointing.{name}.{setting}.grad", difference, "rel",
+                                  note="largest relative LoRA-gradient difference from none"))
         ratio = plain["saved_bytes"] / runs["whole_layer"]["saved_bytes"]
         lines.append(Line(f"checkpointing.{name}.saved_ratio", ratio, "x", SAVED_TARGET if name == "larger" else None,
                           note=f"activations without / with whole_layer ({plain['seconds'] * 1e3:.0f} ms vs "

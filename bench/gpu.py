@@ -107,8 +107,9 @@ def _result_lines(name: str, r: dict[str, Any]) -> list[Line]:
                           f"peak GPU {r['peak_gpu_mib'] or 0:.0f} MiB")]
     if name == "sampler.float32":
         same = r["agreement"]
-        return [Line("gpu.sampler.identical", same["identical_sequences"], "queries", same["sequences"],
-                     note="batched sampler against the one-query reference, float32"),
+        # identical tokens are asserted by tests/test_gpu.py (pytest -m gpu), not judged here
+        return [Line("gpu.sampler.identical", same["identical_sequences"], "queries",
+                     note=f"of {same['sequences']}: batched sampler against the one-query reference, float32"),
                 Line("gpu.sampler.speedup", r["speedup"], "x", SPEEDUP_TARGET,
                      note=f"{r['batched_s']:.2f} vs {r['reference_s']:.2f} s for {same['sequences']} queries")]
     if name in ("sampler.bf16", "sampler.cpu_float32"):

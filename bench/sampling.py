@@ -4,7 +4,8 @@ LLaDA-style loop (bench.reference.reference_generate), on the study's 63 retriev
 The model is the anchor arm's: the default anchor / full adapter trained on the current
 data/base (by this run's memory benchmark, or now), merged into the base as the generation
 jobs do. Greedy decoding (temperature 0) with the configured answer_len, steps and
-remasking; the two samplers must write identical tokens for every query (asserted). The
+remasking; the two samplers must write identical tokens for every query (tests/test_sampler.py asserts
+it; a run where they differ stops, since a speed-up between different outputs means nothing). The
 project's sampler runs once untimed (warm-up), then four times: before, between and after the three thirds of the
 reference. Its time is the mean of the four runs, so drift on a shared machine falls on both
 sides. Then, separately, ``decoding: threshold``: forward passes and wall time against fixed,
