@@ -54,12 +54,26 @@ def test_a_config_file_after_configfile_with_equals_is_named_as_read_as_a_target
     argv = ["-n", "--configfile=shipped.yaml", "mine.yaml", "results/tables/headline.md", "--cores", "2"]
     [message] = command_line.problems(argv, cwd=tmp_path)
     assert message.startswith("mine.yaml is read as a target, not a config file: list it after --configfile "
-                              "without '=' (--configfile shipped.yaml mine.yaml, or --configfile=shipped.yaml "
-                              "--configfile=mine.yaml)")
+                              "without '=' (--configfile shipped.yaml mine.yaml)")
     with pytest.raises(fileio.InputError, match="^mine.yaml is read as a target"):
         command_line.check_configfiles([tmp_path / "shipped.yaml"], argv, cwd=tmp_path)
     # without `=` the option takes both files: nothing to say
     assert command_line.problems(["-n", "--configfile", "shipped.yaml", "mine.yaml"], cwd=tmp_path) == []
+
+
+@pytest.mark.unit
+def test_a_repeated_configfile_is_refused_since_snakemake_keeps_the_last_only(tmp_path):
+    for name in ("a.yaml", "b.yaml", "c.yaml"):
+        (tmp_path / name).write_text("train: {rank: 8}\n")
+    argv = ["-n", "--configfile=a.yaml", "--configfile", "b.yaml", "c.yaml", "--cores", "2"]
+    assert command_line.problems(argv, cwd=tmp_path) == [
+        "--configfile is given 2 times, and Snakemake keeps only the last one: a.yaml would be dropped without a "
+        "word. List every file after one --configfile, in the order they layer: --configfile a.yaml b.yaml c.yaml"]
+    with pytest.raises(fileio.InputError, match="keeps only the last one"):
+        command_line.check_configfiles([tmp_path / "b.yaml", tmp_path / "c.yaml"], argv, cwd=tmp_path)
+    # several files and a target after them: one option, the target after `--`
+    [message] = command_line.problems(["--configfile", "a.yaml", "b.yaml", "results/tables/headline.md"], tmp_path)
+    assert message.endswith("snakemake --configfile a.yaml b.yaml -- results/tables/headline.md")
 
 
 @pytest.mark.unit

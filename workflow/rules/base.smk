@@ -91,7 +91,9 @@ rule evaluate_base:
         ENV
     threads: config["generation"]["threads"]
     resources:
-        mem_mb=4000,
+        mem_mb=model_resources("generate")["mem_mb"],
+        gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
+        cpus_per_task=model_resources("generate")["cpus_per_task"],
         runtime=60,
     params:
         base=as_json(base_record()),

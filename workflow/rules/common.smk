@@ -11,6 +11,7 @@ from snakemake.utils import validate
 from anchormask import data as study_data
 from anchormask import fileio as study_io
 from anchormask.harness import tasks as study_lm_eval_tasks
+from anchormask.model import memory as study_memory
 from anchormask.model import verify as study_verify
 from anchormask.repro import codedigest
 from anchormask.settings import bases as study_bases
@@ -90,13 +91,13 @@ def base_files():
 
 
 def model_resources(kind):
-    """SLURM memory of a job that loads the base (kind: train | generate), from the memory model checked
-    at the real shapes (src/anchormask/model/memory.py, bench/scale.py): mem_mb on the host, gpu_mem_mb on the
-    GPU, each the prediction for the base's config.json shape and this config's settings plus 15%;
-    never under 4000 MB of host memory."""
-    from anchormask.model import memory as study_memory
-
-    return study_memory.job_requests(config, kind)
+    """SLURM requests of a job that loads the base (kind: train | generate): memory from the memory model
+    checked at the real shapes (src/anchormask/model/memory.py, bench/scale.py), mem_mb on the host and
+    gpu_mem_mb on the GPU, each the prediction for the base's config.json shape and this config's settings
+    plus 15%, never under 4000 MB of host memory; cpus_per_task the job's threads (train.threads,
+    generation.threads), so that a profile's or a site's default cannot shrink them."""
+    threads = config["train" if kind == "train" else "generation"]["threads"]
+    return {**study_memory.job_requests(config, kind), "cpus_per_task": threads}
 
 
 def arm_adapter_dirs(wildcards):

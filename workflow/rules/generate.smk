@@ -40,6 +40,7 @@ rule generate_arm:
     resources:
         mem_mb=model_resources("generate")["mem_mb"],
         gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
+        cpus_per_task=model_resources("generate")["cpus_per_task"],
         runtime=60,
     params:
         arm=lambda wc: as_json({"arm": wc.arm, **config["arms"][wc.arm]}),
@@ -66,6 +67,7 @@ rule generate_sweep:
     resources:
         mem_mb=model_resources("generate")["mem_mb"],
         gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
+        cpus_per_task=model_resources("generate")["cpus_per_task"],
         runtime=60,
     params:
         arm=sweep_arm_record,

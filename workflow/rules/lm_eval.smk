@@ -34,6 +34,7 @@ if LM_EVAL_TASKS:
         resources:
             mem_mb=model_resources("generate")["mem_mb"],
             gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
+            cpus_per_task=model_resources("generate")["cpus_per_task"],
             runtime=120,
         params:
             run=lambda wc: as_json(lm_eval_job(wc.arm, wc.run, wc.task)),

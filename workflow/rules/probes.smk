@@ -35,6 +35,7 @@ rule probe_attention:
     resources:
         mem_mb=model_resources("generate")["mem_mb"],
         gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
+        cpus_per_task=model_resources("generate")["cpus_per_task"],
         runtime=60,
     params:
         arms=as_json(attention_specs(ATTENTION_ARMS)),
@@ -99,6 +100,7 @@ if MASKCOUNT_NEW_K:
         resources:
             mem_mb=model_resources("generate")["mem_mb"],
             gpu_mem_mb=model_resources("generate")["gpu_mem_mb"],
+            cpus_per_task=model_resources("generate")["cpus_per_task"],
             runtime=60,
         params:
             arm=lambda wc: as_json({"arm": wc.arm, **config["arms"][wc.arm]}),

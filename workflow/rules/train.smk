@@ -23,6 +23,7 @@ rule train_adapter:
     resources:
         mem_mb=model_resources("train")["mem_mb"],
         gpu_mem_mb=model_resources("train")["gpu_mem_mb"],
+        cpus_per_task=model_resources("train")["cpus_per_task"],
         runtime=120,
     params:
         settings=lambda wc: as_json(study.adapter_settings(config, adapter_job(wc))),

@@ -23,6 +23,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from anchormask.fileio import InputError
 from anchormask.settings.config import ConfigError, yaml_file
@@ -82,7 +83,7 @@ def _nested(keys: list[str], value: str) -> dict:
     import yaml
 
     try:
-        parsed = yaml.safe_load(value) if value else None
+        parsed: Any = yaml.safe_load(value) if value else None
     except yaml.YAMLError:
         parsed = value
     for key in reversed(keys[1:]):
@@ -138,10 +139,10 @@ def _configfile_problems(argv: Sequence[str], occ: Occurrence, cwd: Path) -> lis
     targets = [v for v in occ.values if looks_like_target(v)]
     problems = []
     if targets:
-        fixed = [*argv[:occ.start], *(f"{occ.option}={f}" for f in files), *argv[occ.stop:], *targets]
+        fixed = [*argv[:occ.start], *configfile_option(files, occ.option), *argv[occ.stop:], *targets]
         problems.append(f"{occ.option} {' '.join(occ.values)}: {', '.join(targets)} would be read as a config file "
                         f"(the option takes every word up to the next option), but it is a target of the workflow. "
-                        f"Write the option with `=`, one file each, and the targets after it: {command(fixed)}")
+                        f"Give the config files to one option and the targets after them: {command(fixed)}")
     for i, name in enumerate(files):
         if not (cwd / name).is_file():
             hint = (f"; if {name} is a target (a rule name), write {occ.option}={files[0]} before it"
@@ -178,8 +179,7 @@ def is_config_file(word: str, cwd: str | Path = ".") -> bool:
 def misplaced_config_file(name: str, attached_to: str | None = None) -> str:
     """The message for a config file that Snakemake reads as a target: after `--configfile=A` the option
     has taken its one value, so the next word is a target."""
-    fix = f" (--configfile {attached_to} {name}, or --configfile={attached_to} --configfile={name})" \
-        if attached_to else f" (--configfile={name})"
+    fix = f" (--configfile {attached_to} {name})" if attached_to else f" (--configfile={name})"
     return (f"{name} is read as a target, not a config file: list it after --configfile without '='{fix}; "
             "as a target it has no rule, and the config is checked without it")
 
@@ -194,6 +194,27 @@ def _words_after_attached(argv: Sequence[str], occ: Occurrence, cwd: Path) -> li
     return [misplaced_config_file(w, occ.values[0]) for w in argv[occ.stop:stop] if is_config_file(w, cwd)]
 
 
+def configfile_option(files: Sequence[str], option: str = "--configfile") -> list[str]:
+    """The words that give ``files`` to Snakemake before a target: one option for all of them (Snakemake keeps
+    the last --configfile only), ``=`` for one file, ``--`` to end a list of several."""
+    if not files:
+        return []
+    return [f"{option}={files[0]}"] if len(files) == 1 else [option, *files, "--"]
+
+
+def _repeated_configfile(argv: Sequence[str]) -> list[str]:
+    """Snakemake keeps the last --configfile option only (argparse's store): the files of the others are
+    dropped without a word."""
+    given = [occ for occ in occurrences(argv) if occ.option in CONFIGFILE]
+    if len(given) < 2:
+        return []
+    dropped = [v for occ in given[:-1] for v in occ.values]
+    files = [v for occ in given for v in occ.values]
+    return [f"--configfile is given {len(given)} times, and Snakemake keeps only the last one: "
+            f"{', '.join(dropped)} would be dropped without a word. List every file after one --configfile, "
+            f"in the order they layer: --configfile {' '.join(files)}"]
+
+
 def problems(argv: Sequence[str], cwd: str | Path = ".") -> list[str]:
     """What is wrong with the --config / --configfile options of a snakemake argument list, each with
     the corrected command; empty when they read as meant."""
@@ -203,7 +224,7 @@ def problems(argv: Sequence[str], cwd: str | Path = ".") -> list[str]:
             found += _config_problems(argv, occ)
         else:
             found += _configfile_problems(argv, occ, Path(cwd)) + _words_after_attached(argv, occ, Path(cwd))
-    return found
+    return found + _repeated_configfile(argv)
 
 
 def check_configfiles(configfiles: Sequence[str | Path], argv: Sequence[str] = (),
@@ -214,12 +235,12 @@ def check_configfiles(configfiles: Sequence[str | Path], argv: Sequence[str] = (
     and blames A's keys for what the misplaced file sets."""
     misplaced = [p for occ in occurrences(argv) if occ.option in CONFIGFILE
                  for p in _words_after_attached(argv, occ, Path(cwd))]
-    if misplaced:
-        raise InputError("; ".join(misplaced))
+    if misplaced or _repeated_configfile(argv):
+        raise InputError("; ".join(misplaced + _repeated_configfile(argv)))
     given = [os.path.relpath(f, cwd) for f in configfiles]
     targets = [f for f in given if looks_like_target(f)]
     if targets:
-        fixed = [*(f"--configfile={f}" for f in given if f not in targets), *targets]
+        fixed = [*configfile_option([f for f in given if f not in targets]), *targets]
         raise InputError(f"--configfile {' '.join(targets)}: read as a config file, but it is a target of the "
-                         "workflow: --configfile takes every word up to the next option. Write the option with "
-                         f"`=`, one file each, and the targets after it: {command(fixed)} (with your other options)")
+                         "workflow: --configfile takes every word up to the next option. Give the config files to "
+                         f"one option and the targets after them: {command(fixed)} (with your other options)")
