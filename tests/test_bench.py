@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ from anchormask.model import backbone as bb
 from anchormask.model import layout
 from anchormask.model import memory as memory_model
 from anchormask.settings import config as study_config
+from anchormask.settings import layers as config_layers
 from anchormask.training import masking, strategies, train
 from bench import common, e2e, flops, memory, scale, scale_job, stats
 from bench.common import Line
@@ -184,6 +186,44 @@ def test_cluster_requests_of_each_base_layer_come_from_the_memory_model(layer, t
         assert requests["gpu_mem_mb"] == math.ceil(gpu * memory_model.MARGIN / 2 ** 20)
         assert requests["gpu_mem_mb"] < 80_000  # each job of every layer fits one 80 GB GPU
         assert requests["mem_mb"] >= 4000 and requests["mem_mb"] * 2 ** 20 > 2 * shape.parameters  # bf16 pages
+
+
+CARDS = {24_000: "config/cards/24gb.yaml", 40_000: None, 80_000: None}  # MB of GPU memory -> the layer it needs
+
+
+@pytest.mark.parametrize("layer", sorted(LAYER_SHAPES))
+@pytest.mark.parametrize("card", sorted(CARDS))
+def test_every_base_layer_fits_every_card_with_the_cards_layer(layer, card, tmp_path):
+    """What docs/real-bases.md and config/cards/ promise, by the memory model the SLURM requests come from."""
+    assert max(card_requests(layer, card, tmp_path)) <= card
+
+
+def card_requests(layer: str, card: int, folder) -> list[int]:
+    (folder / "config.json").write_text(json.dumps(LAYER_SHAPES[layer]))
+    cfg = scale.study_config(f"config/bases/{layer}.yaml")
+    if CARDS[card]:
+        cfg = config_layers.merge(cfg, study_config.yaml_file(common.REPO / CARDS[card]))
+    cfg["base"]["path"] = str(folder)
+    return [memory_model.job_requests(cfg, kind)["gpu_mem_mb"] for kind in ("train", "generate")]
+
+
+def test_the_docs_card_table_states_the_memory_models_requests(tmp_path):
+    text = (common.REPO / "docs" / "real-bases.md").read_text()
+    for card in CARDS:
+        row = next(line for line in text.splitlines() if line.startswith(f"| {card // 1000} GB"))
+        stated = [int(n) for pair in re.findall(r"(\d+) / (\d+) MB", row) for n in pair]
+        assert stated == card_requests("llada-8b-base", card, tmp_path) + card_requests("dream-7b-instruct", card,
+                                                                                       tmp_path), row
+
+
+def test_checkpointing_shrinks_the_predicted_activations_by_the_layers_it_recomputes():
+    shape = memory_model.Shape.from_config(scale.LLADA_8B)
+    step = {kind: memory_model.training(shape, batch=8, seq_len=128, rank=16, checkpointing=kind)["activations"]
+            for kind in (False, True, "one_in_two", "one_in_four", "fine_grained")}
+    per_layer = step[False] // shape.layers
+    assert step[True] == shape.layers * 8 * 128 * 2 * shape.hidden + per_layer  # inputs kept, one layer recomputed
+    assert step[True] < step["one_in_two"] < step["one_in_four"] < step[False]
+    assert step["fine_grained"] == pytest.approx(0.6 * step[False], rel=1e-6)
 
 
 def test_cluster_requests_of_the_embedded_base():

@@ -14,7 +14,7 @@ import torch
 from anchormask.model import backbone as bb
 from anchormask.model import checkpointing
 from anchormask.schemas import document
-from anchormask.settings import config
+from anchormask.settings import config, layers
 from anchormask.training import masking, strategies, train
 from helpers import REPO, build_tiny_model, tiny_train_settings
 from tiny_families import BUILDERS, REMOTE_CODE, remote_code_runs
@@ -90,6 +90,20 @@ def test_settings_a_base_cannot_honour_are_refused_at_dag_build_naming_base_key_
                                                  r"LLaDA's set_activation_checkpointing, but the bert model's code "
                                                  r"has transformers' switch.*set train.gradient_checkpointing: true"):
         config.check_base(cfg)
+
+
+@pytest.mark.parametrize("layer, family", [("llada-8b-base", "llada"), ("llada-8b-instruct", "llada"),
+                                           ("dream-7b-base", "dream"), ("dream-7b-instruct", "dream")])
+def test_the_24gb_card_layer_passes_the_dag_build_checks_on_each_familys_code(default, tmp_path, layer, family):
+    """config/cards/24gb.yaml turns checkpointing on: each family's code (the stand-ins have the real
+    interfaces) must take it, read from the checkpoint's files as the DAG build reads them."""
+    cfg = default
+    for extra in (f"config/bases/{layer}.yaml", "config/cards/24gb.yaml"):
+        cfg = layers.merge(cfg, config.yaml_file(REPO / extra))
+    cfg["base"]["path"] = str(code_only(tmp_path, family))
+    assert cfg["train"]["gradient_checkpointing"] is True
+    config.validate(cfg)
+    config.check_base(cfg)
 
 
 def lora_gradients(backbone, setting):

@@ -145,7 +145,7 @@ def evaluate(config: dict[str, Any], *, base: modeljob.Base, validation_lines: l
              for domain in study.domains(config)}
     texts = {"validation": validation_lines, **texts} if validation_lines else texts
     texts["corpora"] = [t for domain in study.domains(config) for t in texts[domain]]
-    masked = {}
+    masked: dict[str, dict[str, Any]] = {}
     for name, lines in texts.items():
         masked[name] = {"lines": len(lines)}
         for ratio in MASK_RATIOS:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ def _field_problem(error) -> str:
     return f"field '{field}': {error.message}"
 
 
-def _check_schema(path: str | Path, records: list[dict[str, Any]], kind: str, fix: str = "") -> None:
+def _check_schema(path: str | os.PathLike[str], records: list[dict[str, Any]], kind: str, fix: str = "") -> None:
     """Every record against schema ``kind`` (src/anchormask/schemas/); the first bad line is named, with
     its first problem (a missing field before the others, then by field)."""
     validator = _validator(kind)
@@ -49,7 +50,7 @@ def _check_schema(path: str | Path, records: list[dict[str, Any]], kind: str, fi
             raise fileio.InputError(f"{path}: line {lineno}: {_field_problem(errors[0])}{fix}")
 
 
-def load_records(path: str | Path, kind: str) -> list[dict[str, Any]]:
+def load_records(path: str | os.PathLike[str], kind: str) -> list[dict[str, Any]]:
     """Read a JSONL file of one kind (corpus, pairs, queries); fail at the first bad line."""
     records = fileio.read_jsonl(path)
     _check_schema(path, records, kind)
@@ -73,15 +74,15 @@ def queries_path(config: dict, domain: str, query_set: str = "main") -> Path:
     return Path(config["data"][key]) / f"{domain}.jsonl"
 
 
-def load_corpus(path: str | Path) -> list[dict[str, Any]]:
+def load_corpus(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return load_records(path, "corpus")
 
 
-def load_pairs(path: str | Path) -> list[dict[str, Any]]:
+def load_pairs(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return load_records(path, "pairs")
 
 
-def load_queries(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
+def load_queries(path: str | os.PathLike[str], limit: int | None = None) -> list[dict[str, Any]]:
     records = load_records(path, "queries")
     return records[:limit] if limit else records
 
@@ -192,7 +193,7 @@ def gather_generations(paths: list[str], out: str) -> int:
     return fileio.write_jsonl(out, records)
 
 
-def load_generations(path: str | Path) -> list[dict[str, Any]]:
+def load_generations(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """A generation JSONL file, every record checked against the generation schema."""
     records = fileio.read_jsonl(path)
     _check_schema(path, records, "generation", "; regenerate it (delete the file and rerun snakemake)")

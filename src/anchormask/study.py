@@ -6,6 +6,7 @@ the domains and query sets, and what a comparison selects.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -169,7 +170,7 @@ def query_sets(config: dict[str, Any]) -> dict[str, list[str]]:
     return sets
 
 
-def comparison_selection(comp: dict[str, Any]) -> tuple[str, str]:
+def comparison_selection(comp: Mapping[str, Any]) -> tuple[str, str]:
     """A comparison's queries: ("split", in_domain | held_out) or ("domain", name), exactly one given."""
     given = [key for key in ("split", "domain") if key in comp]
     if len(given) != 1:

@@ -207,7 +207,7 @@ def snapshot_dir(state_dir: str | Path, step: int) -> Path:
 def _tokenizer(train_lines: list[str], tokenizer_dir: Path, settings: PretrainSettings):
     """The tokenizer a resumed run saved, else one trained now and saved for the runs that resume."""
     if (tokenizer_dir / "tokenizer.json").exists():
-        from transformers import BertTokenizerFast
+        from transformers import BertTokenizerFast  # type: ignore[attr-defined]  # lazy export: see sequences.py
         return BertTokenizerFast.from_pretrained(tokenizer_dir)
     tokenizer = train_tokenizer(train_lines, settings.vocab_size)
     with fileio.atomic_dir(tokenizer_dir) as tmp:

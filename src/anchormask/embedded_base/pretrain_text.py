@@ -16,7 +16,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from anchormask import fileio
@@ -161,7 +161,7 @@ def study_texts(paths: Iterable[str | Path]) -> list[str]:
 def build_text(*, sources: dict[str, str], study_files: Iterable[str | Path], seed: int,
                validation_per_mille: int) -> dict:
     """All sources, leak-free, split into training and validation lines; with counts per source."""
-    readers = {"wordnet": wordnet_lines, "gcide": gcide_lines}
+    readers: dict[str, Callable[[str], list[str]]] = {"wordnet": wordnet_lines, "gcide": gcide_lines}
     leak_filter = LeakFilter(study_texts(study_files))
     train: list[str] = []
     validation: list[str] = []

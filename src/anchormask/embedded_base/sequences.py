@@ -42,8 +42,10 @@ class PretrainSettings:
 
 def train_tokenizer(lines: list[str], vocab_size: int):
     """A lowercase WordPiece tokenizer in the Hugging Face BERT layout."""
+    # transformers 5 exports *TokenizerFast names through its lazy module only, so its type-checked __init__
+    # lacks them; tokenization_bert's alias is not in 4.x (.venv-remote), where it is tokenization_bert_fast's.
     from tokenizers import BertWordPieceTokenizer
-    from transformers import BertTokenizerFast
+    from transformers import BertTokenizerFast  # type: ignore[attr-defined]  # exported lazily, see above
 
     wp = BertWordPieceTokenizer(lowercase=True, strip_accents=True)
     wp.train_from_iterator(lines, vocab_size=vocab_size, min_frequency=2, show_progress=False,

@@ -87,7 +87,7 @@ def run_arm(*, arm: str, strategy: str | None, targets: str | None, adapters: li
     records: list[dict[str, Any]] = []
     progress = Progress(f"generate {arm}", max(1, len(adapters)) * len(retrieved), log_every=1,
                         unit="generation")
-    for adapter in adapters or [None]:
+    for adapter in adapters or (None,):
         backbone = modeljob.load(base, runtime, adapter)
         done = len(records)
         records += generation_records(backbone, runtime, retrieved, settings,

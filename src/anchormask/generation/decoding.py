@@ -28,6 +28,7 @@ options and the family whose own sampler each comes from):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -53,7 +54,7 @@ class Vocabulary:
         never[suppressed_token_ids(backbone)] = True
         if settings.logits_eos_inf:
             never[end_token_id(backbone, "eos")] = True
-        unconfident = ()
+        unconfident: tuple[int, ...] = ()
         if settings.confidence_eos_eot_inf:
             key = "confidence_eos_eot_inf"
             unconfident = tuple(sorted({end_token_id(backbone, "eos", key), end_token_id(backbone, "eot")}))
@@ -64,14 +65,15 @@ def vocabulary_width(backbone: Backbone) -> int:
     """Rows of the model's vocabulary head: the logits' width. Read from the head itself, because the
     config's names disagree: LLaDA's ``embedding_size`` is its padded vocabulary, ELECTRA's and ALBERT's
     is the width of a token embedding."""
+    model: Any = backbone.model  # a transformers model or a checkpoint's own class: duck-typed here
     try:
-        head = backbone.model.get_output_embeddings()
+        head = model.get_output_embeddings()
     except (AttributeError, NotImplementedError):
         head = None
     weight = getattr(head, "weight", None)
     if weight is not None:
         return int(weight.shape[0])
-    return int(backbone.model.config.vocab_size)
+    return int(model.config.vocab_size)
 
 
 def suppressed_token_ids(backbone: Backbone) -> list[int]:

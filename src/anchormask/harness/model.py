@@ -177,7 +177,7 @@ class AnchormaskLM(LM):
         return out
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        answers: list[str | None] = [None] * len(requests)
+        answers = [""] * len(requests)  # every request is in one group below
         groups: dict[int, list[int]] = {}
         for i, r in enumerate(requests):
             groups.setdefault(self.slot_length(r.args[1]), []).append(i)

@@ -104,7 +104,7 @@ def generations_table(jsonl_paths: Iterable[str | os.PathLike[str]],
     vocabs = load_vocabularies(corpora)
     rows: list[dict[str, Any]] = []
     seen: dict[tuple, str] = {}
-    query_domain: dict[str, tuple[str, str]] = {}
+    query_domain: dict[str, tuple[str, str, str]] = {}
     bases: dict[str, str] = {}
     for path in jsonl_paths:
         for lineno, rec in enumerate(data.load_generations(path), start=1):

@@ -11,6 +11,7 @@ rebuilds it.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ def file_hashes(folder: str | Path) -> dict[str, str]:
     return {name: file_sha256(Path(folder) / name) for name in HASHED_FILES}
 
 
-def rebuild_command(folder: str | Path) -> str:
+def rebuild_command(folder: str | os.PathLike[str]) -> str:
     """A command that retrains the adapter and reruns everything made from it.
 
     `snakemake <folder>/adapter_model.safetensors` does not work (the rule's output is the folder),
@@ -37,18 +38,18 @@ def rebuild_command(folder: str | Path) -> str:
             "(with the --configfile / --config options of your run)")
 
 
-def _recorded_hashes(folder: Path) -> tuple[dict[str, str] | None, str | None]:
-    """(hashes recorded at training time, or None with the reason)."""
+def _recorded_hashes(folder: Path) -> dict[str, str] | str:
+    """The hashes recorded at training time, or the reason there are none."""
     try:
         record = json.loads((folder / PROVENANCE).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return None, f"{PROVENANCE} is missing"
+        return f"{PROVENANCE} is missing"
     except (ValueError, UnicodeDecodeError):
-        return None, f"{PROVENANCE} is not valid JSON"
+        return f"{PROVENANCE} is not valid JSON"
     files = record.get("files") if isinstance(record, dict) else None
     if not isinstance(files, dict) or not set(HASHED_FILES) <= set(files):
-        return None, f"{PROVENANCE} records no file hashes, so the files cannot be checked"
-    return files, None
+        return f"{PROVENANCE} records no file hashes, so the files cannot be checked"
+    return files
 
 
 def problems(folder: str | Path) -> list[str]:
@@ -59,9 +60,9 @@ def problems(folder: str | Path) -> list[str]:
     missing = [name for name in HASHED_FILES if not (folder / name).is_file()]
     if missing:
         return [f"{name} is missing" for name in missing]
-    recorded, reason = _recorded_hashes(folder)
-    if recorded is None:
-        return [reason]
+    recorded = _recorded_hashes(folder)
+    if isinstance(recorded, str):
+        return [recorded]
     found = []
     for name in HASHED_FILES:
         actual = file_sha256(folder / name)

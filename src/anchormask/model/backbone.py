@@ -13,14 +13,17 @@ import contextlib
 import functools
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from anchormask.model import families, layout
 from anchormask.model.families import Family
+from anchormask.model.layout import Template
 
 log = logging.getLogger(__name__)
 # The study's LoRA target sets, as projection kinds.
@@ -80,7 +83,7 @@ class Backbone:
     """A masked LM with what the pipeline needs to know about it."""
 
     model: nn.Module
-    tokenizer: object
+    tokenizer: Any  # the checkpoint's Hugging Face tokenizer (AutoTokenizer), used by duck typing
     family: Family
     ids: SpecialIds
     path: str
@@ -92,7 +95,7 @@ class Backbone:
         return self.ids.mask
 
     @functools.cached_property
-    def template(self) -> layout.Template:
+    def template(self) -> Template:  # the field `layout` hides the module here
         return layout.Template.of(self)
 
     @property
@@ -213,7 +216,7 @@ def chat_end_id(tokenizer, path: Path) -> int:
 def special_ids(tokenizer, raw: dict, family: Family, path: Path, kind: str | None = None) -> SpecialIds:
     """The ids the layout (``kind``, else the family's) and the sampler use; an error names a missing one."""
     get = {n: _token_id(tokenizer, raw, n) for n in ("pad", "bos", "eos", "cls", "sep", "unk")}
-    get["mask"] = mask_id(tokenizer, raw, path)
+    mask = mask_id(tokenizer, raw, path)
     kind = kind or family.template
     pair = kind == "pair"
     end, start = (get["sep"], get["cls"]) if pair else (get["eos"], get["bos"])
@@ -230,8 +233,8 @@ def special_ids(tokenizer, raw: dict, family: Family, path: Path, kind: str | No
         raise BackboneError(f"{path}: no padding token; add \"pad_token_id\" to config.json")
     # Padding that training counts as answer (families that ignore the padding mask) may be proposed.
     answer = {end} | ({pad} if not pair and not family.honours_padding else set())
-    never = {get["mask"], get["pad"], get["cls"], get["unk"], get["bos"]} - {None} - answer
-    return SpecialIds(mask=get["mask"], pad=pad, end=end, start=start, never=tuple(sorted(never)))
+    never = {i for i in (mask, get["pad"], get["cls"], get["unk"], get["bos"]) if i is not None} - answer
+    return SpecialIds(mask=mask, pad=pad, end=end, start=start, never=tuple(sorted(never)))
 
 
 def _transformers_major() -> int:
@@ -299,7 +302,7 @@ def model_dtype(model: nn.Module) -> torch.dtype:
 
 def load_backbone(path: str | Path, *, trust_remote_code: bool = False, runtime: Runtime | None = None,
                   attn_implementation: str | None = None, family: str | None = None,
-                  projections: dict[str, str] | None = None, layout: str | None = None) -> Backbone:
+                  projections: Mapping[str, str] | None = None, layout: str | None = None) -> Backbone:
     """Load a masked LM from a local directory; nothing is downloaded.
 
     ``attn_implementation="eager"`` makes attention probabilities observable (the probes);

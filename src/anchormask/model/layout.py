@@ -133,6 +133,7 @@ def _sequence_prompt(tokenizer, question: str, template: Template) -> tuple[list
 def encode_pair(tokenizer, question: str, answer: str, seq_len: int, *, where: str = "",
                 template: Template = PAIR) -> EncodedPair:
     if template.kind != "pair":
+        assert template.end is not None  # Template.of gives every plain and chat layout its end id
         ids, classes = _sequence_prompt(tokenizer, question, template)
         answer_ids = _ids(tokenizer, answer) + [template.end]
         ids, classes = ids + answer_ids, classes + [ANSWER] * len(answer_ids)

@@ -13,7 +13,9 @@ Terms (bytes; ``b`` = bytes of the compute dtype: 2 for bf16 on a GPU, 4 for flo
 * training activations, per token and layer, what autograd keeps for the backward of a frozen base
   with LoRA on Q, K, V, O: both norms' inputs (float32 copies where the compute dtype is bf16), the
   normed input of the LoRA A matrices, SDPA's q, k, v and output, the reshaped output that enters O's
-  LoRA, and the gated MLP's gate, its SiLU and the up projection (frozen linears save nothing).
+  LoRA, and the gated MLP's gate, its SiLU and the up projection (frozen linears save nothing). With
+  activation checkpointing a recomputed layer keeps only its input, and one layer at a time holds its
+  tensors again in the backward (``CHECKPOINTED_LAYERS``, ``FINE_GRAINED_KEPT``).
 * training logits at the M masked positions: the head's output, cross-entropy's float32 log-softmax
   and, in the backward, its float32 gradient in and out (12 bytes per entry on the CPU; 18 with the
   bf16 output and its float32 copy on a GPU); and a small transient workspace.
@@ -113,6 +115,29 @@ def _activation_bytes(shape: Shape, b: int) -> int:
     return norms + attention + mlp
 
 
+# Activation checkpointing (train.gradient_checkpointing): the share of the layers whose activations are
+# recomputed in the backward instead of kept (LLaDA's one_in_N strategies checkpoint every Nth block), and
+# for fine_grained, which checkpoints pieces inside every block, the share of a block's activations it keeps.
+# Calibrated on bench/checkpointing.py's saved-activation counts (LLaDA stand-in, 8 layers, hidden 512):
+# whole_layer kept 13% of no checkpointing, one_in_two 57%, fine_grained 60%.
+CHECKPOINTED_LAYERS = {True: 1.0, "whole_layer": 1.0, "one_in_two": 1 / 2, "one_in_three": 1 / 3,
+                       "one_in_four": 1 / 4}
+FINE_GRAINED_KEPT = 0.6
+
+
+def _saved_activations(shape: Shape, tokens: int, b: int, checkpointing: bool | str = False) -> int:
+    """What the backward holds of the layers' activations: every layer's saved tensors, or with checkpointing
+    a checkpointed layer's input (tokens x hidden) plus, while one layer is recomputed, its own tensors."""
+    per_layer = tokens * _activation_bytes(shape, b)
+    if not checkpointing:
+        return shape.layers * per_layer
+    if checkpointing == "fine_grained":
+        return math.ceil(shape.layers * FINE_GRAINED_KEPT * per_layer)
+    checkpointed = round(shape.layers * CHECKPOINTED_LAYERS[checkpointing])
+    inputs = checkpointed * tokens * b * shape.hidden
+    return inputs + (shape.layers - checkpointed) * per_layer + (per_layer if checkpointed else 0)
+
+
 def _heap_kept(shape: Shape, tokens: int, b: int, d_count: int, f_count: int) -> int:
     """Bytes of a CPU step's ``d_count`` tensors of tokens x hidden and ``f_count`` of tokens x intermediate
     that come from glibc's heap (each under MMAP_THRESHOLD), which keeps what the step frees
@@ -123,15 +148,16 @@ def _heap_kept(shape: Shape, tokens: int, b: int, d_count: int, f_count: int) ->
 
 
 def training(shape: Shape, *, batch: int, seq_len: int, rank: int, kinds: str = "qkvo", masked: int | None = None,
-             dtype_bytes: int = 2) -> dict[str, int]:
-    """Peak bytes of one LoRA step, by term; ``masked`` defaults to its upper bound B L.
+             dtype_bytes: int = 2, checkpointing: bool | str = False) -> dict[str, int]:
+    """Peak bytes of one LoRA step, by term; ``masked`` defaults to its upper bound B L; ``checkpointing``
+    train.gradient_checkpointing (False, True or a LLaDA strategy).
 
     On the CPU (float32) the heap also keeps the forward's freed temporaries between the saved activations:
     as much again as the activations held in heap-sized tensors (measured 0.7-1.2x, bench/scale.py)."""
     tokens = batch * seq_len
     masked = tokens if masked is None else masked
     logits_entry = 12 if dtype_bytes == 4 else 18
-    activations = tokens * shape.layers * _activation_bytes(shape, dtype_bytes)
+    activations = _saved_activations(shape, tokens, dtype_bytes, checkpointing)
     parts = {"weights": dtype_bytes * shape.parameters, "lora_states": 16 * shape.lora_parameters(rank, kinds),
              "activations": activations, "logits": logits_entry * masked * shape.vocab, "workspace": STEP_WORKSPACE}
     if dtype_bytes == 4:  # the saved activations' tensors per layer: 8 of tokens x hidden, 3 (2) of x intermediate
@@ -193,7 +219,8 @@ def predict(shape: Shape, settings: dict[str, Any], device: str) -> dict[str, di
     b = 4 if device == "cpu" else 2
     runtime = {"runtime": HOST_RUNTIME if device == "cpu" else CUDA_CONTEXT}
     train = training(shape, batch=settings["batch"], seq_len=settings["seq_len"], rank=settings["rank"],
-                     kinds=settings.get("kinds", "qkvo"), masked=settings.get("masked"), dtype_bytes=b) | runtime
+                     kinds=settings.get("kinds", "qkvo"), masked=settings.get("masked"), dtype_bytes=b,
+                     checkpointing=settings.get("checkpointing", False)) | runtime
     gen = generation(shape, batch=settings["gen_batch"], width=settings["width"], masked=settings.get("gen_masked"),
                      dtype_bytes=b, decoding=settings.get("decoding")) | runtime
     load = {"weights": b * shape.parameters} | runtime
@@ -213,6 +240,7 @@ def job_settings(config: dict[str, Any]) -> dict[str, Any]:
                 for k in ("temperature", "top_p", "top_k", "remasking", "cfg_scale")}
     micro_batch = math.ceil(train["batch_size"] / train.get("grad_accum", 1))  # what one forward holds
     return {"batch": micro_batch, "seq_len": train["seq_len"], "rank": train["rank"], "kinds": "qkvo",
+            "checkpointing": train.get("gradient_checkpointing", False),
             "gen_batch": gen["batch_size"], "width": train["seq_len"] + gen["answer_len"] + extra,
             "gen_masked": gen["batch_size"] * slot, "decoding": decoding}
 

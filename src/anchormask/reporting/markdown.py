@@ -145,7 +145,8 @@ def truncation_markdown(truncations: pd.DataFrame, query_set: str = "main") -> l
 
 
 def _sweep_tables(sweep_df: pd.DataFrame, strategies: Sequence[str]) -> list[str]:
-    first, lines = strategies[0], []
+    first = strategies[0]
+    lines: list[str] = []
     for other in strategies[1:]:
         if lines:
             lines.append("")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -65,7 +66,7 @@ def caption_html(template: str, figure: str, confidence: float) -> str:
     return publish_parts(text, writer="html")["body"]
 
 
-def figure_html(png: str | Path, caption: str) -> str:
+def figure_html(png: str | os.PathLike[str], caption: str) -> str:
     data = base64.b64encode(Path(png).read_bytes()).decode("ascii")
     return (f'<figure><img alt="{html.escape(Path(png).name)}" src="data:image/png;base64,{data}"/>'
             f"<figcaption>{caption}</figcaption></figure>")

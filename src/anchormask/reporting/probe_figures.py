@@ -29,7 +29,8 @@ def attention_figure(df: pd.DataFrame, pdf_path, png_path, *, arm_order: Sequenc
     base = base_arm(arms, strategies)
     layers, heads = int(df["layer"].max()) + 1, int(df["head"].max()) + 1
     spans = list(dict.fromkeys(df["target"]))  # the probe's ATTENDED_SPANS, in its table's order
-    grid = {(a, t): _matrix(df, a, t, layers, heads) for a in arms for t in spans}
+    grid: dict[tuple[str | None, str], np.ndarray] = {(a, t): _matrix(df, a, t, layers, heads)
+                                                      for a in arms for t in spans}
     others = [a for a in arms if a != base]
     row_specs = []
     for target in spans:

@@ -51,7 +51,7 @@ def samples_markdown(records: Iterable[Mapping[str, Any]], table: pd.DataFrame, 
              "lowest training seed; the numbers are the generation's row of `results/tables/generations.parquet`.",
              ""]
     for domain, query_id in chosen_queries(table, domains, per_domain):
-        first = None
+        first: Mapping[str, Any] | None = None
         body = []
         for arm in arms:
             if (arm, query_id) not in rows.index:
@@ -65,6 +65,7 @@ def samples_markdown(records: Iterable[Mapping[str, Any]], table: pd.DataFrame, 
             body.append(f"| {arm} | {_cell(rec['post_anchor_text'])} | {int(row['word_tokens'])} | "
                         f"{_num(row['overlap'])} | {_num(row['content_overlap'])} | {_num(row['distinct_2'])} | "
                         f"{_num(row['adjacent_repeats'])} | {'yes' if row['ended'] else 'no'} |")
+        assert first is not None  # arms is never empty (the config schema's arms: minProperties 1)
         lines += [f"## {domain}: {query_id}", "",
                   f"**Question:** {_cell(first['query'])}  ", f"**Locked anchor:** {_cell(first['statement'])}", "",
                   "| arm | post-anchor text | words | corpus_overlap | content overlap | distinct-2 | "

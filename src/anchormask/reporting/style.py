@@ -6,14 +6,16 @@ table gives the same bytes. The study's figures, the probes', the bases' and lm-
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.typing import RcKeyType
 
 from anchormask.fileio import atomic_path
 
-RC = {"svg.hashsalt": "anchormask", "pdf.compression": 6, "font.family": "DejaVu Sans", "font.size": 9,
-      "axes.titlesize": 9, "figure.dpi": 100, "savefig.dpi": 150}
+RC: dict[RcKeyType, Any] = {"svg.hashsalt": "anchormask", "pdf.compression": 6, "font.family": "DejaVu Sans",
+                            "font.size": 9, "axes.titlesize": 9, "figure.dpi": 100, "savefig.dpi": 150}
 COLOURS = ("#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#17becf", "#d62728", "#bcbd22",
             "#8c564b", "#e377c2")
 

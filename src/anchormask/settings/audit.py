@@ -122,9 +122,9 @@ def build_manifest(results: str | os.PathLike[str] = "results",
                 hidden += 1
                 continue
             entries[rel.as_posix()] = {"kind": "file", "sha256": file_sha256(here / f)}
-    for rel, entry in entries.items():
-        entry["volatile"] = is_volatile(rel, str(results))
-        entry.update(job_summary(records.get(os.path.normpath(rel))))
+    for relpath, entry in entries.items():
+        entry["volatile"] = is_volatile(relpath, str(results))
+        entry.update(job_summary(records.get(os.path.normpath(relpath))))
     return {"format": FORMAT, "results": Path(results).as_posix(), "hidden_skipped": hidden,
             "entries": dict(sorted(entries.items()))}
 

@@ -31,7 +31,8 @@ def command_line_config(config: dict[str, Any], config_settings) -> config_layer
     return layers
 
 
-def check_study(config: dict[str, Any], fill_defaults: Callable[[dict, str], Any]) -> dict[str, Any]:
+def check_study(config: dict[str, Any], fill_defaults: Callable[[dict, str], Any]
+                ) -> tuple[list[anchors.Statement], str]:
     """One study's whole config, already validated and its base checked: the schema's defaults filled in
     (``fill_defaults``: Snakemake's ``validate``), its data files checked, a statement too long to be an
     anchor refused; returns the anchor lengths, for ``report_once``'s truncation note."""
@@ -49,7 +50,8 @@ def check_strategies(config: dict[str, Any]) -> None:
         strategies.check(strategies.resolve(name, spec, where))
 
 
-def report_once(studies: Sequence[tuple[str, dict[str, Any], dict[str, Any]]], results: str = "results") -> None:
+def report_once(studies: Sequence[tuple[str, dict[str, Any], tuple[list[anchors.Statement], str]]],
+                results: str = "results") -> None:
     """Called by the main process only: damaged adapters, then a killed writer's temporaries (removed, one
     line each), then each study's truncated anchors, prefixed with its name (``""`` for a single study)."""
     sys.stderr.write(audit.format_damaged(audit.damaged_adapters()))

@@ -148,7 +148,7 @@ def schema_document() -> dict[str, Any]:
 
 
 def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
-    problems = []
+    problems: list[tuple[KeyPath, str]] = []
     for name, spec in config["arms"].items():
         if (spec["strategy"] is None) != (spec["targets"] is None):
             problems.append((("arms", name), "strategy and targets must both be null (base arm) or both be set"))
@@ -161,8 +161,8 @@ def _cross_checks(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
         settings = train_settings(config, strategy)
         if settings.get("grad_accum", 1) > settings["batch_size"]:
             override = ("train", "overrides", strategy, "grad_accum")
-            path = override if has_path(config, override) else ("train", "grad_accum")
-            problems.append((path, f"{settings['grad_accum']} micro-batches of a batch of {settings['batch_size']} "
+            at = override if has_path(config, override) else ("train", "grad_accum")
+            problems.append((at, f"{settings['grad_accum']} micro-batches of a batch of {settings['batch_size']} "
                              f"pairs (train.batch_size); lower it to at most {settings['batch_size']}"))
     problems += [(("generation", key), text) for key, text in decoding_problems(config["generation"])]
     if config["data"]["in_domain"] in config["data"]["held_out"]:
@@ -203,11 +203,13 @@ def _strategy_problems(config: dict[str, Any]) -> list[tuple[KeyPath, str]]:
     """Each strategy an arm, the sweep or an override names is built in or defined under strategies:, and a
     strategy of the config's own does not take a built-in name (the function itself: settings.checks)."""
     known = strategies(config)
-    named = [(("arms", a, "strategy"), spec["strategy"]) for a, spec in config["arms"].items() if spec["strategy"]]
+    named: list[tuple[KeyPath, Any]] = [(("arms", a, "strategy"), spec["strategy"])
+                                         for a, spec in config["arms"].items() if spec["strategy"]]
     named += [(("sweep", "strategies", i), s) for i, s in enumerate(config["sweep"]["strategies"])]
     named += [(("train", "overrides", s), s) for s in config["train"].get("overrides") or {}]
-    problems = [(path, f"unknown strategy {name!r}; built-in: {', '.join(BUILTIN_STRATEGIES)}; define it under "
-                 f"strategies: (docs/strategies.md){_defined(config)}") for path, name in named if name not in known]
+    problems: list[tuple[KeyPath, str]] = [
+        (path, f"unknown strategy {name!r}; built-in: {', '.join(BUILTIN_STRATEGIES)}; define it under "
+         f"strategies: (docs/strategies.md){_defined(config)}") for path, name in named if name not in known]
     problems += [(("strategies", s), f"{s!r} is a built-in strategy's name; name yours otherwise")
                  for s in config.get("strategies") or {} if s in BUILTIN_STRATEGIES]
     return problems
@@ -304,7 +306,7 @@ def _position_problems(config: dict[str, Any], limit, base: Path) -> list[tuple[
     generation = config["generation"]
     extra = max([setting(config, ("generation", "extra_masks")), *setting(config, ("probes", "maskcount_k"))])
     need = MIN_PROMPT_TOKENS + generation["answer_len"] + extra
-    problems = []
+    problems: list[tuple[KeyPath, str]] = []
     if need > allowed:
         problems.append((("generation", "answer_len"), f"{generation['answer_len']} answer positions + {extra} extra "
                          f"masks (generation.extra_masks, probes.maskcount_k) + a prompt of at least "
@@ -322,7 +324,7 @@ def _position_problems(config: dict[str, Any], limit, base: Path) -> list[tuple[
 def _checkpointing_problems(config: dict[str, Any], raw: dict[str, Any], base: Path) -> list[tuple[KeyPath, str]]:
     """train.gradient_checkpointing (shared or a strategy's override) that the base's code cannot honour:
     known from its files (checkpointing.declared_switch), before a job waits in a queue to find out."""
-    wanted = {}
+    wanted: dict[KeyPath, Any] = {}
     for strategy in strategies(config):
         value = train_settings(config, strategy).get("gradient_checkpointing")
         override = ("train", "overrides", strategy, "gradient_checkpointing")

@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -89,7 +90,8 @@ def percentile_interval(samples: np.ndarray, confidence: float) -> tuple[np.ndar
     return lo, hi
 
 
-def safe_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+def safe_ratio(num: np.ndarray | float, den: np.ndarray | float) -> Any:
+    """``num / den`` without a warning where ``den`` is 0: an array of arrays, a NumPy scalar of two floats."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.true_divide(num, den)
 

@@ -41,7 +41,7 @@ def sign_flip_pvalues(d: np.ndarray, permutations: int, rng: np.random.Generator
     return p, exact
 
 
-def holm(p: Sequence[float]) -> np.ndarray:
+def holm(p: Sequence[float] | np.ndarray) -> np.ndarray:
     """Holm step-down adjusted p-values, in the order given (monotone, capped at 1)."""
     p = np.asarray(p, dtype=np.float64)
     order = np.argsort(p, kind="stable")

@@ -173,6 +173,7 @@ def _load_module(reference: str, where: str):
                              "strategy's file, relative to the directory Snakemake runs in")
         name = f"anchormask_strategy_{path.stem}"
         spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None  # a .py file always has a spec and a source loader
         module = importlib.util.module_from_spec(spec)
         sys.path.insert(0, str(path.parent.resolve()))  # its own folder's modules import as in a script
         try:

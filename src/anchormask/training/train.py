@@ -242,7 +242,7 @@ def run_total_steps(settings: dict[str, Any], job: AdapterJob) -> int:
     return int(settings.get("run_steps", job.steps))
 
 
-def check_not_empty(strategy: strategies.Strategy, rows: list[tuple], masked: int, step: int) -> None:
+def check_not_empty(strategy: strategies.Strategy, rows: list[tuple], masked: float, step: int) -> None:
     """Stop a run whose strategy masked nothing for ``strategies.EMPTY_STEPS`` steps in a row."""
     recent = [r[2] for r in rows[-(strategies.EMPTY_STEPS - 1):]] + [masked]
     if len(recent) >= strategies.EMPTY_STEPS and not any(recent):
