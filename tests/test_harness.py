@@ -145,6 +145,34 @@ def test_anchormask_lm_eval_runs_lm_evals_command_line_from_any_directory(tiny_m
     assert list((tmp_path / "out").rglob("results_*.json"))
 
 
+def docs_command() -> list[str]:
+    """The command block of docs/lm-eval.md, as a shell reads it."""
+    import re
+    import shlex
+
+    page = (REPO / "docs" / "lm-eval.md").read_text()
+    block = re.search(r"```bash\n(anchormask lm-eval .+?)\n```", page, flags=re.S).group(1)
+    return shlex.split(block.replace("\\\n", " "))
+
+
+def test_the_docs_lm_eval_command_runs_as_written_on_the_cpu(tiny_model_dir, trained_adapter, tmp_path):
+    """docs/lm-eval.md's command, without --device on a machine without a GPU: the files it names stand in
+    small (data/base is the tiny model, the adapter one trained on it) and --limit is 2."""
+    command = docs_command()
+    assert command[:2] == ["anchormask", "lm-eval"] and "--device" not in command
+    args = dict(pair.split("=", 1) for pair in command[command.index("--model_args") + 1].split(","))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "base").symlink_to(tiny_model_dir)
+    shutil.copytree(trained_adapter, tmp_path / args["adapter"])
+    command[command.index("--limit") + 1] = "2"
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([sys.executable, "-m", "anchormask.cli", *command[1:]], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "anchormask_cloze" in proc.stdout and "anchormask_locus" in proc.stdout
+    assert "on cpu" in proc.stderr.lower() or "device: cpu" in proc.stderr.lower(), proc.stderr[-2000:]
+
+
 @pytest.mark.parametrize("family", ["llada", "dream"])
 def test_llada_and_dream_checkpoints_score_and_generate(family, tmp_path):
     """A tiny LLaDA- or Dream-style checkpoint (its own modelling code: transformers 4.x) through both methods."""
