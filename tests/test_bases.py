@@ -83,6 +83,24 @@ def test_a_bad_inline_layer_and_a_missing_layer_file_are_named(monkeypatch):
 
 
 @pytest.mark.unit
+def test_a_list_of_layers_merges_in_order_and_names_the_layer_that_set_a_key(monkeypatch, tmp_path):
+    monkeypatch.chdir(REPO)
+    cfg = config.yaml_file("config.yaml")
+    mine = tmp_path / "my-paths.yaml"
+    mine.write_text("train: {seeds: [7]}\n")
+    cfg["bases"] = {"more-seeds": ["config/seeds3.yaml", str(mine), {"train": {"rank": 8}}]}
+    [study] = bases.studies(cfg, _layers(cfg))
+    assert study.config["train"]["seeds"] == [7] and study.config["train"]["rank"] == 8
+    assert study.config["arms"] == cfg["arms"]  # what no layer sets is the common config's
+    assert study.layers.source_of(("train", "seeds")) == f"{mine} (bases.more-seeds)"
+    assert study.layers.where_set(("train", "rank")) == "bases.more-seeds.train.rank in config.yaml"
+    assert study.source == f"config/seeds3.yaml, {mine}, bases.more-seeds"
+    cfg["bases"] = {"none": []}
+    with pytest.raises(config.ConfigError, match=r"^bases.none: an empty list of layers"):
+        bases.studies(cfg, _layers(cfg))
+
+
+@pytest.mark.unit
 def test_each_base_gets_its_own_merged_config_and_results_folder(monkeypatch):
     monkeypatch.chdir(REPO)
     cfg = config.yaml_file("config.yaml")
@@ -374,6 +392,23 @@ def test_the_llada_dream_comparison_dry_runs_with_tiny_stand_ins(tmp_path):
         (repo / layer_file).write_text(yaml.safe_dump(layer))
     jobs = dry_run_jobs(repo, "--configfile=config/compare/llada-dream.yaml")
     assert {r.split("_")[1] for r in jobs if r.startswith("base_")} == {"llada", "dream"}
+    assert sum(1 for r in jobs if r.endswith("_verify_base")) == 4 and jobs["compare_bases"] == 1
+
+
+@pytest.mark.workflow
+def test_the_llada_dream_comparison_takes_a_users_paths_without_copying_the_shipped_layers(repo_copy, tmp_path):
+    """Each base of config/compare/llada-dream.yaml as [its shipped layer, the user's own with the paths]."""
+    if not remote_code_runs():
+        pytest.skip("LLaDA's and Dream's modelling code needs transformers 4.x (.venv-remote)")
+    compare = yaml.safe_load((REPO / "config" / "compare" / "llada-dream.yaml").read_text())
+    mine = {}
+    for name, layer_file in compare["bases"].items():
+        family = yaml.safe_load((REPO / layer_file).read_text())["base"]["family"]
+        stand_in = BUILDERS[family](tmp_path / name)
+        mine[name] = [layer_file, {"base": {"path": str(stand_in), "sha256": checksum.directory_sha256(stand_in)}}]
+    paths = tmp_path / "my-paths.yaml"
+    paths.write_text(yaml.safe_dump({"bases": mine}))
+    jobs = dry_run_jobs(repo_copy, "--configfile", "config/compare/llada-dream.yaml", str(paths))
     assert sum(1 for r in jobs if r.endswith("_verify_base")) == 4 and jobs["compare_bases"] == 1
 
 

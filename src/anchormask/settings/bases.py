@@ -30,7 +30,7 @@ class BaseStudy:
     """One base's study: its name, where its layer came from, its merged config and the config's sources."""
 
     name: str
-    source: str  # the layer file, or "bases.NAME" for an inline layer
+    source: str  # the layer file, or "bases.NAME" for an inline layer; a list's, joined by ", "
     config: dict[str, Any]
     layers: config_layers.ConfigLayers
     targets: list[str] = field(default_factory=list)  # its default target, filled while its module loads
@@ -78,16 +78,32 @@ def read_layer(name: str, entry: str | dict[str, Any]) -> tuple[str, dict[str, A
     return source, layer
 
 
+Layer = str | dict[str, Any]  # a layer file's path or an inline mapping
+
+
+def read_layers(name: str, entry: Layer | list[Layer]) -> list[tuple[str, dict[str, Any]]]:
+    """The layers of one entry of ``bases:``, in merge order: one, or a list (a shipped layer, then a user's
+    own with the download's path: ``[config/bases/llada-8b-base.yaml, my-llada-paths.yaml]``)."""
+    entries = entry if isinstance(entry, list) else [entry]
+    if not entries:
+        raise study_config.ConfigError(f"bases.{name}: an empty list of layers; give at least one layer file or "
+                                       "mapping ({} keeps the config's own base)")
+    return [read_layer(name, e) for e in entries]
+
+
 def studies(config: dict[str, Any], layers: config_layers.ConfigLayers) -> list[BaseStudy]:
     """Every base's study, in ``bases:`` order, each merged config validated as a whole config and its base
     checked (positions, folder); an error names the base, the layer file and the key."""
     common = {k: v for k, v in config.items() if k != "bases"}
     found = []
     for name, entry in config["bases"].items():
-        source, layer = read_layer(name, entry)
-        layer_name = source if source == f"bases.{name}" else f"{source} (bases.{name})"
-        study = BaseStudy(name, source, config_layers.merge(common, layer), config_layers.ConfigLayers((*layers.layers,
-                                                                                          (layer_name, layer))))
+        read = read_layers(name, entry)
+        merged, named = common, []
+        for source, layer in read:
+            merged = config_layers.merge(merged, layer)
+            named.append((source if source == f"bases.{name}" else f"{source} (bases.{name})", layer))
+        study = BaseStudy(name, ", ".join(source for source, _ in read), merged,
+                          config_layers.ConfigLayers((*layers.layers, *named)))
         with naming(study):
             study_config.validate(study.config, study.layers.source_of)
             study_config.check_base(study.config, study.layers.source_of)
