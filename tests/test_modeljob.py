@@ -1,5 +1,6 @@
 """The model job's set-up: the base block as a typed value, and loading with or without an adapter."""
 
+import select
 import subprocess
 import sys
 
@@ -70,3 +71,59 @@ def test_the_heap_settings_take_where_the_c_library_is_glibc():
     import platform
 
     assert modeljob.keep_freed_memory() is (platform.libc_ver()[0] == "glibc")
+
+
+HOLD_A_GPU = """
+import sys
+from pathlib import Path
+from anchormask.model import modeljob
+print("claiming", flush=True)
+print(modeljob.claim_gpu(2, Path(sys.argv[1]), wait_s=0.05), flush=True)
+sys.stdin.readline()  # held until the test says the job is done
+"""
+
+
+def test_jobs_on_one_machine_take_different_gpus_and_a_third_waits_for_one(tmp_path):
+    """Two GPUs: two model jobs at once hold one each; a third waits and takes the one the first sets free."""
+    def job():  # unbuffered: what select sees on the pipe is all there is
+        return subprocess.Popen([sys.executable, "-c", HOLD_A_GPU, str(tmp_path)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, bufsize=0)
+
+    def line(proc):
+        return b"".join(iter(lambda: proc.stdout.read(1), b"\n")).decode()
+
+    def done(proc):
+        proc.stdin.write(b"done\n")
+        assert proc.wait(timeout=60) == 0
+
+    def claimed(proc):
+        assert line(proc) == "claiming"
+        return line(proc)
+
+    first, second = job(), job()
+    taken = [claimed(first), claimed(second)]
+    assert sorted(taken) == ["0", "1"]
+    third = job()
+    assert line(third) == "claiming"
+    assert select.select([third.stdout], [], [], 1.0)[0] == [] and third.poll() is None  # both GPUs held: it waits
+    done(first)
+    assert line(third) == taken[0]  # the GPU the first job set free
+    done(second)
+    done(third)
+
+
+def test_start_puts_the_job_on_the_gpu_it_claims(monkeypatch, tmp_path):
+    """A fake two-GPU machine: the runtime is the claimed device, and the provenance records its index."""
+    claimed = []
+    monkeypatch.setattr(modeljob.bb, "pick_runtime", lambda device: modeljob.bb.Runtime(torch.device("cuda"),
+                                                                                        torch.bfloat16))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", claimed.append)
+    monkeypatch.setattr(modeljob, "GPU_LOCKS", tmp_path)
+    base = modeljob.Base(path="data/base", sha256="0" * 64, trust_remote_code=False, device="auto")
+    first, second = modeljob.start(base, 1), modeljob.start(base, 1)
+    assert (str(first.device), str(second.device)) == ("cuda:0", "cuda:1") and claimed == [0, 1]
+    assert modeljob.bb.runtime_record(second, torch.nn.Linear(1, 1).to(torch.bfloat16)) == "cuda:1+bfloat16"
+    for handle in modeljob._HELD:
+        handle.close()
+    modeljob._HELD.clear()

@@ -334,5 +334,6 @@ def load_backbone(path: str | Path, *, trust_remote_code: bool = False, runtime:
 
 
 def runtime_record(runtime: Runtime, model: nn.Module) -> str:
-    """device+dtype as the weights really are (transformers may load a checkpoint's own dtype)."""
-    return f"{runtime.device.type}+{str(model_dtype(model)).removeprefix('torch.')}"
+    """device+dtype as the weights really are (transformers may load a checkpoint's own dtype); the GPU's
+    index where the job took one of several (modeljob.claim_gpu): cuda:1+bfloat16."""
+    return f"{runtime.device}+{str(model_dtype(model)).removeprefix('torch.')}"

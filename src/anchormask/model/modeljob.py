@@ -9,12 +9,16 @@ loads the model cannot differ from the others in how it does.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import logging
 import os
 import platform
 import sys
+import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 import torch
@@ -22,6 +26,8 @@ import torch
 from anchormask import schemas
 from anchormask.model import backbone as bb
 from anchormask.model.adapters import verify as verify_adapter
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -48,11 +54,47 @@ class Base:
 
 
 def start(base: Base, threads: int) -> bb.Runtime:
-    """Torch's threads and deterministic kernels for this job; the runtime ``base.device`` asks for."""
+    """Torch's threads and deterministic kernels for this job; the runtime ``base.device`` asks for, on a
+    GPU of its own where the machine has several (``claim_gpu``)."""
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
     keep_freed_memory()
-    return bb.pick_runtime(base.device)
+    runtime = bb.pick_runtime(base.device)
+    count = torch.cuda.device_count() if runtime.device.type == "cuda" else 0
+    if count > 1:
+        index = claim_gpu(count, GPU_LOCKS)
+        torch.cuda.set_device(index)
+        runtime = bb.Runtime(torch.device("cuda", index), runtime.autocast_dtype)
+        log.info("runtime: GPU %d of the %d this job sees (the others held by other jobs or free)", index, count)
+    return runtime
+
+
+# Snakemake assigns no GPU to a local job: with several on one machine, each model job takes the first
+# one no other job of this user holds, by an exclusive lock on one file per GPU, released when the job
+# ends (even when it is killed). SLURM gives each job its own GPU (CUDA_VISIBLE_DEVICES): one device seen.
+GPU_LOCKS = Path(tempfile.gettempdir()) / f"anchormask-gpus-{os.getuid()}"
+GPU_WAIT_S = 5.0
+_HELD: list[Any] = []  # the open lock files: held for the job's lifetime
+
+
+def claim_gpu(count: int, lock_dir: Path, wait_s: float = GPU_WAIT_S) -> int:
+    """The index of a GPU no other job holds, held by this process from now on; waits while all are held."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    waited = False
+    while True:
+        for index in range(count):
+            handle = open(lock_dir / f"gpu{index}.lock", "a")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            _HELD.append(handle)
+            return index
+        if not waited:
+            log.info("all %d GPUs are held by other jobs (%s); waiting for one", count, lock_dir)
+            waited = True
+        time.sleep(wait_s)
 
 
 # glibc's mallopt parameters (malloc.h) and the values this job sets.

@@ -28,7 +28,8 @@ def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
 
 
 def gpu_name() -> str | None:
-    """The first CUDA device's name when this process uses torch and torch sees a GPU.
+    """The name of the CUDA device this process uses (the current one: modeljob.start sets it where a job
+    takes one of several) when this process uses torch and torch sees a GPU.
 
     A job that never imported torch (tables, statistics) runs on no GPU, and importing torch
     only to ask would cost it seconds of start-up.
@@ -36,7 +37,7 @@ def gpu_name() -> str | None:
     torch = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_available():
         return None
-    return torch.cuda.get_device_name(0)
+    return torch.cuda.get_device_name(torch.cuda.current_device())
 
 
 @cache
