@@ -43,6 +43,24 @@ def test_same_job_twice_writes_identical_bytes(tiny_model_dir, tiny_pairs, tmp_p
     assert first == second
 
 
+def test_the_provenance_records_what_each_strategys_masks_supervised(tiny_model_dir, tiny_pairs, tmp_path):
+    """anchor masks only the answer, reverse only the question, random both; the sums match the log."""
+    realised = {}
+    for strategy in ("anchor", "reverse", "random"):
+        run_job(tiny_model_dir, tiny_pairs, tmp_path / strategy, strategy=strategy, steps=5)
+        record = json.loads((tmp_path / strategy / "provenance.json").read_text())
+        realised[strategy] = record["realised"]
+        log = (tmp_path / strategy / "train_log.tsv").read_text().splitlines()
+        columns = log[0].split("\t")
+        rows = [dict(zip(columns, line.split("\t"))) for line in log[1:]]
+        assert realised[strategy]["steps"] == len(rows) == 5
+        assert realised[strategy]["masked_tokens"] == sum(int(r["masked_tokens"]) for r in rows)
+        assert all(int(r["masked_question"]) + int(r["masked_answer"]) == int(r["masked_tokens"]) for r in rows)
+    assert realised["anchor"]["masked_question"] == 0 < realised["anchor"]["masked_answer"]
+    assert realised["reverse"]["masked_answer"] == 0 < realised["reverse"]["masked_question"]
+    assert realised["random"]["masked_question"] > 0 and realised["random"]["masked_answer"] > 0
+
+
 def test_different_seed_or_strategy_changes_the_adapter(tiny_model_dir, tiny_pairs, tmp_path):
     def weights(name, **job):
         run_job(tiny_model_dir, tiny_pairs, tmp_path / name, **job)

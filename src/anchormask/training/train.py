@@ -24,7 +24,7 @@ from anchormask.study import AdapterJob
 from anchormask.training import masking, resume, strategies
 
 log = logging.getLogger(__name__)
-LOG_COLUMNS = ("step", "mask_ratio", "masked_tokens", "loss", "lr")
+LOG_COLUMNS = ("step", "mask_ratio", "masked_tokens", "loss", "lr", "masked_question", "masked_answer")
 
 
 class AdapterError(ValueError):
@@ -110,6 +110,7 @@ class MaskedBatch:
     eligible: torch.Tensor
     ratio: torch.Tensor
     mask: torch.Tensor
+    classes: torch.Tensor
 
 
 def draw_masks(backbone: bb.Backbone, encoded: list[layout.EncodedPair], strategy: strategies.Strategy,
@@ -120,7 +121,7 @@ def draw_masks(backbone: bb.Backbone, encoded: list[layout.EncodedPair], strateg
     ratio = ratio_dist.sample(len(encoded), generator)
     batch = strategies.MaskingBatch(ids=ids, classes=classes, lengths=(classes != layout.PAD).sum(1), ratio=ratio,
                                     step=step, total_steps=total_steps, generator=generator)
-    return MaskedBatch(ids, attention, eligible, ratio, strategy.mask(batch))
+    return MaskedBatch(ids, attention, eligible, ratio, strategy.mask(batch), classes)
 
 
 def batch_loss(backbone: bb.Backbone, runtime: bb.Runtime, masked: MaskedBatch, settings: dict[str, Any],
@@ -139,7 +140,11 @@ def batch_loss(backbone: bb.Backbone, runtime: bb.Runtime, masked: MaskedBatch, 
 
 
 def _step_info(masked: MaskedBatch) -> dict[str, float]:
-    return {"mask_ratio": float(masked.ratio.mean()), "masked_tokens": int(masked.mask.sum())}
+    """What a step's log row records of its mask: the mean ratio and the masked positions, of the question
+    and of the answer (what a strategy spends its supervision on)."""
+    return {"mask_ratio": float(masked.ratio.mean()), "masked_tokens": int(masked.mask.sum()),
+            "masked_question": int((masked.mask & (masked.classes == layout.QUESTION)).sum()),
+            "masked_answer": int((masked.mask & (masked.classes == layout.ANSWER)).sum())}
 
 
 def train_step(backbone: bb.Backbone, runtime: bb.Runtime, encoded: list[layout.EncodedPair],
@@ -232,7 +237,8 @@ def run_steps(run: Run, backbone: bb.Backbone, runtime: bb.Runtime, encoded: lis
         run.optimizer.step()
         if not math.isfinite(value):
             raise FloatingPointError(f"{job.id}: loss is {value} at step {step + 1}; lower train.lr")
-        run.rows.append((step + 1, round(info["mask_ratio"], 6), info["masked_tokens"], round(value, 6), lr))
+        run.rows.append((step + 1, round(info["mask_ratio"], 6), info["masked_tokens"], round(value, 6), lr,
+                         info["masked_question"], info["masked_answer"]))
         progress.update(step + 1, loss=f"{value:.4f}")
 
 
@@ -294,8 +300,18 @@ def training_record(job: AdapterJob, settings: dict[str, Any], base: modeljob.Ba
         "trainable_parameters": sum(p.numel() for p in run.params.values()),
         "runtime": bb.runtime_record(runtime, backbone.model),
         "final_loss_mean_last_10pct": round(sum(r[3] for r in last) / max(1, len(last)), 6),
+        "realised": realised_counts(run.rows),
         "versions": provenance.versions(),
     }
+
+
+def realised_counts(rows: list[tuple]) -> dict[str, int]:
+    """What the run's masks supervised, summed over its steps (the log rows): the steps, the masked
+    positions and of them the question's and the answer's. Two strategies at one step count can differ
+    several-fold in the answer tokens they train on."""
+    column = {name: i for i, name in enumerate(LOG_COLUMNS)}
+    return {"steps": len(rows), **{name: sum(int(r[column[name]]) for r in rows)
+                                   for name in ("masked_tokens", "masked_question", "masked_answer")}}
 
 
 def save_adapter(model, rows: list[tuple], record: dict[str, Any], out_dir: str) -> None:
