@@ -17,12 +17,14 @@ def pins(path):
     return {m.group(1).lower(): m.group(2) for m in re.finditer(r"^([A-Za-z0-9_.-]+)==(\S+)", path.read_text(), re.M)}
 
 
-def test_conda_env_installs_the_pinned_requirements():
+@pytest.mark.parametrize("env_file, requirements", [("anchormask.yaml", "requirements.txt"),
+                                                     ("anchormask-remote.yaml", "requirements-remote.txt")])
+def test_conda_env_installs_the_pinned_requirements(env_file, requirements):
     from packaging.specifiers import SpecifierSet
 
-    env = yaml.safe_load((REPO / "envs" / "anchormask.yaml").read_text())
+    env = yaml.safe_load((REPO / "envs" / env_file).read_text())
     pip = next(d for d in env["dependencies"] if isinstance(d, dict))["pip"]
-    assert "-r requirements.txt" in pip
+    assert f"-r {requirements}" in pip and "-e ../" in pip
     python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python="))
     requires = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
     assert python.removeprefix("python=") in SpecifierSet(requires), (python, requires)
@@ -67,3 +69,14 @@ def test_remote_set_differs_only_where_old_modelling_code_needs_it():
     changed = {name for name in main.keys() | remote.keys() if main.get(name) != remote.get(name)}
     assert changed == {"transformers", "tokenizers", "peft", "huggingface-hub"}
     assert remote["transformers"].startswith("4.") and remote["torch"] == main["torch"]
+
+
+def test_a_study_whose_base_ships_its_code_runs_in_the_transformers_4_conda_env(tmp_path):
+    from anchormask.settings import bases
+
+    embedded = {"base": {"path": str(REPO / "data" / "base"), "trust_remote_code": False}}
+    assert bases.conda_env(embedded) == "anchormask.yaml"
+    (tmp_path / "config.json").write_text('{"model_type": "llada", "auto_map": {"AutoModel": '
+                                          '"modeling_llada.LLaDAModelLM"}}')
+    assert bases.conda_env({"base": {"path": str(tmp_path), "trust_remote_code": True}}) == "anchormask-remote.yaml"
+    assert all((REPO / "envs" / name).is_file() for name in bases.CONDA_ENVS.values())

@@ -43,7 +43,7 @@ CONFIG_SOURCES = CONFIG_LAYERS.source_of
 
 PACKAGE = Path(workflow.basedir) / "src" / "anchormask"
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
-ENV = "../../envs/anchormask.yaml"
+ENV = f"../../envs/{study_bases.conda_env(config)}"  # the transformers 4.x one for a base that ships its code
 PRETRAIN_SPEC = os.path.relpath(Path(workflow.basedir) / "workflow" / "pretrain.yaml")  # the embedded base's recipe
 BASE = config["base"]
 DOMAINS = study.domains(config)

@@ -127,6 +127,16 @@ def remote_code(base_dir: str | Path) -> list[str]:
     return sorted(set(auto_map.values()))
 
 
+CONDA_ENVS = {False: "anchormask.yaml", True: "anchormask-remote.yaml"}  # envs/: transformers 5 / 4.x
+
+
+def conda_env(config: dict[str, Any]) -> str:
+    """The conda environment file (envs/) a study's jobs run in under `--sdm conda`: the transformers 4.x
+    one where its base ships modelling code (the code LLaDA and Dream ship loads under 4.38-4.46 only)."""
+    base = config["base"]
+    return CONDA_ENVS[bool(base.get("trust_remote_code") and remote_code(base["path"]))]
+
+
 def refuse_unloadable(found: list[BaseStudy], transformers_version: str | None = None) -> None:
     """Refuse, before any job runs, a base whose modelling code the running transformers cannot load.
 
