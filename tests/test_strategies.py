@@ -212,3 +212,19 @@ def test_a_users_strategy_runs_the_reduced_study_and_an_edit_of_its_file_retrain
     assert planned["train_adapter"] == 1 and planned["generate_arm"] == 1  # the suffix arm's one adapter
     assert not {"generate_sweep", "retrieve", "probe_maskcount_generate", "verify_base"} & set(planned)
     shutil.rmtree(repo / "results")
+
+
+@pytest.mark.workflow
+def test_the_strategies_comparison_gives_every_builtin_an_arm_compared_with_random_and_anchor(repo_copy,
+                                                                                          default_dag):
+    from helpers import dry_run_jobs
+
+    layer = config.yaml_file(REPO / "config" / "compare" / "strategies.yaml")
+    literature = set(strategies.BUILTIN_CLASSES) - set(study.STEP_FREE_STRATEGIES)
+    assert {arm["strategy"] for arm in layer["arms"].values()} == literature
+    for name in layer["arms"]:
+        pairs = {(c["b"], c.get("split")) for c in layer["statistics"]["comparisons"].values() if c["a"] == name}
+        assert pairs == {("random", "held_out"), ("anchor", "held_out"), ("random", "in_domain")}, name
+    jobs = dry_run_jobs(repo_copy, "--configfile", "config/compare/strategies.yaml")
+    assert jobs["train_adapter"] == default_dag["train_adapter"] + len(literature)
+    assert jobs["generate_arm"] == default_dag["generate_arm"] + len(literature)
