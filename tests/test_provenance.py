@@ -28,11 +28,13 @@ def test_cpu_model_falls_back_to_platform_without_cpuinfo(tmp_path, monkeypatch)
 
 
 def _fake_torch(available: bool) -> types.ModuleType:
-    cuda = types.SimpleNamespace(is_available=lambda: available, get_device_name=lambda i: f"NVIDIA H200 #{i}")
+    """Two GPUs, the job on the second (modeljob.start sets the current device where it claims one)."""
+    cuda = types.SimpleNamespace(is_available=lambda: available, get_device_name=lambda i: f"NVIDIA H200 #{i}",
+                                 current_device=lambda: 1)
     return types.SimpleNamespace(cuda=cuda)
 
 
-@pytest.mark.parametrize("available, expected", [(True, "NVIDIA H200 #0"), (False, None)])
+@pytest.mark.parametrize("available, expected", [(True, "NVIDIA H200 #1"), (False, None)])
 def test_gpu_name_where_torch_sees_a_gpu(monkeypatch, available, expected):
     monkeypatch.setitem(sys.modules, "torch", _fake_torch(available))
     assert provenance.gpu_name() == expected
@@ -50,7 +52,7 @@ def test_versions_carry_the_cpu_model_and_the_gpu(monkeypatch):
     provenance.versions.cache_clear()
     try:
         found = provenance.versions()
-        assert found["cpu"] == "Intel(R) Xeon(R) CPU @ 2.20GHz" and found["gpu"] == "NVIDIA H200 #0"
+        assert found["cpu"] == "Intel(R) Xeon(R) CPU @ 2.20GHz" and found["gpu"] == "NVIDIA H200 #1"
         assert set(provenance.PACKAGES) <= set(found)
         monkeypatch.setitem(sys.modules, "torch", _fake_torch(False))
         provenance.versions.cache_clear()
