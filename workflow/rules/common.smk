@@ -1,6 +1,7 @@
 # Configuration checks and the helpers every stage uses: every Python function the rules call (the
 # wildcard constraints are in workflow/study.smk).
 
+import functools
 import json
 import math
 import os
@@ -90,6 +91,7 @@ def base_files():
     return [str(p) for p in manifest_files(BASE["path"])] or [os.path.join(BASE["path"], "config.json")]
 
 
+@functools.cache  # each model rule asks for three of its values; the memory model runs once per kind
 def model_resources(kind):
     """SLURM requests of a job that loads the base (kind: train | generate): memory from the memory model
     checked at the real shapes (src/anchormask/model/memory.py, bench/scale.py), mem_mb on the host and

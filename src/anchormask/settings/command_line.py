@@ -234,9 +234,9 @@ def check_configfiles(configfiles: Sequence[str | Path], argv: Sequence[str] = (
     which Snakemake reads as a target: called at the top of the Snakefile, before the config is validated
     and blames A's keys for what the misplaced file sets."""
     misplaced = [p for occ in occurrences(argv) if occ.option in CONFIGFILE
-                 for p in _words_after_attached(argv, occ, Path(cwd))]
-    if misplaced or _repeated_configfile(argv):
-        raise InputError("; ".join(misplaced + _repeated_configfile(argv)))
+                 for p in _words_after_attached(argv, occ, Path(cwd))] + _repeated_configfile(argv)
+    if misplaced:
+        raise InputError("; ".join(misplaced))
     given = [os.path.relpath(f, cwd) for f in configfiles]
     targets = [f for f in given if looks_like_target(f)]
     if targets:

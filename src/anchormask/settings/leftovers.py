@@ -16,8 +16,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from anchormask.fileio import InputError
+from anchormask.settings.audit import VOLATILE_DIRS
 
-BOOKKEEPING = ("logs", "benchmarks")  # at any depth: a base's own are under results/bases/<name>/
+# Logs and benchmarks (audit's volatile folders) at any depth: a base's own are under results/bases/<name>/.
 NOT_STUDY_OUTPUTS = ("bench", "published", "README.md")  # at the top of results/
 
 
@@ -36,7 +37,7 @@ def leftovers(produced: Iterable[str], results: str | os.PathLike[str] = "result
     for dirpath, dirnames, filenames in os.walk(work / base):
         here = Path(dirpath).relative_to(work)
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and here / d not in produced_paths
-                             and d not in BOOKKEEPING and not (here == base and d in NOT_STUDY_OUTPUTS))
+                             and d not in VOLATILE_DIRS and not (here == base and d in NOT_STUDY_OUTPUTS))
         for name in filenames:
             rel = here / name
             if name.startswith(".") or rel in produced_paths or (here == base and name in NOT_STUDY_OUTPUTS):
